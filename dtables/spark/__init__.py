@@ -1,0 +1,1 @@
+"""Spark and Delta set-up: the jars Delta needs and a configured SparkSession."""
