@@ -1,0 +1,28 @@
+"""The errors dtables raises. Every message names the statement or object and the problem, never a Java trace."""
+
+from __future__ import annotations
+
+
+class DtablesError(Exception):
+    """Base class of every error dtables raises on purpose."""
+
+
+class SqlError(DtablesError):
+    """A statement failed: syntax, unknown object or column, type mismatch. ``statement`` is its text."""
+
+    def __init__(self, message: str, statement: str | None = None, cause: str | None = None):
+        self.statement = statement
+        self.cause = cause
+        super().__init__(message)
+
+
+class ObjectNotFound(SqlError):
+    """A table, view, stream or dynamic table named in a statement does not exist."""
+
+
+class ChangeTrackingError(DtablesError):
+    """Changes cannot be read: tracking off, bad interval, or history no longer retained."""
+
+
+class StateStoreError(DtablesError):
+    """The state store cannot be opened or migrated."""
