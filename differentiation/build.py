@@ -1,0 +1,206 @@
+"""Spark SQL (text or sqlglot tree) -> relational plan IR.
+
+The query is qualified with sqlglot's `qualify` against the caller's schema, then translated
+select by select. FROM subqueries and CTEs are inlined. A top-level ORDER BY is dropped: plans are
+bags, and change sets have no order (LIMIT, which would make ORDER BY meaningful, is refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from differentiation.errors import UnsupportedQuery
+from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll
+from differentiation.support import check_buildable, position_of
+
+Schema = Mapping[str, Mapping[str, str]]
+
+
+def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
+    """Build the plan of a SELECT over tables of `schema` ({"db.table" or "table": {column: type}})."""
+    if isinstance(query, str):
+        try:
+            tree = sqlglot.parse_one(query, read="spark")
+        except ParseError as e:
+            raise UnsupportedQuery(f"cannot parse query: {e}", "syntax") from e
+    else:
+        tree = query.copy()
+    if not isinstance(tree, exp.Query):
+        raise UnsupportedQuery(f"expected a query, got {type(tree).__name__}", type(tree).__name__, position_of(tree))
+    check_buildable(tree)
+    try:
+        tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
+    except SqlglotError as e:
+        raise UnsupportedQuery(f"cannot resolve query against the schema: {e}", "name resolution") from e
+    return _Builder(schema).query(tree, {})
+
+
+def _nested_schema(schema: Schema) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, cols in schema.items():
+        parts = name.split(".")
+        target = out
+        for p in parts[:-1]:
+            target = target.setdefault(p, {})  # type: ignore[assignment]
+        target[parts[-1]] = dict(cols)  # type: ignore[index]
+    return out
+
+
+def _rename(plan: Node, alias: str) -> Node:
+    """Expose a subplan's columns as `alias.column`, the names qualified references use."""
+    return Project(plan, tuple((f"{alias}.{c}", Scalar.column(c)) for c in plan.columns()))
+
+
+class _Builder:
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+
+    def query(self, q: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if isinstance(q, exp.Subquery):
+            return self.query(q.this, ctes)
+        ctes = dict(ctes)
+        with_ = q.args.get("with_") or q.args.get("with")
+        if with_ is not None:
+            for cte in with_.expressions:
+                ctes[cte.alias_or_name] = self.query(cte.this, ctes)
+        if isinstance(q, exp.Union):
+            branches = [self.query(b, ctes) for b in _union_branches(q)]
+            union: Node = UnionAll(tuple(branches))
+            return Distinct(union) if q.args.get("distinct") else union
+        if isinstance(q, exp.Select):
+            return self.select(q, ctes)
+        raise UnsupportedQuery(f"{type(q).__name__} is not supported", type(q).__name__, position_of(q))
+
+    def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Node:
+        alias = src.alias_or_name
+        if isinstance(src, exp.Table):
+            if not src.args.get("db") and src.name in ctes:
+                return _rename(ctes[src.name], alias)
+            key = ".".join(p.name for p in src.parts)
+            if key not in self.schema:
+                raise UnsupportedQuery(f"unknown table {key}", "table", position_of(src))
+            return Scan(key, alias, tuple(self.schema[key].items()))
+        if isinstance(src, exp.Subquery):
+            return _rename(self.query(src.this, ctes), alias)
+        raise UnsupportedQuery(f"{type(src).__name__} in FROM is not supported", type(src).__name__, position_of(src))
+
+    def select(self, sel: exp.Select, ctes: dict[str, Node]) -> Node:
+        from_ = sel.args.get("from_") or sel.args.get("from")
+        if from_ is None:
+            raise UnsupportedQuery("SELECT without FROM is not supported", "SELECT without FROM", position_of(sel))
+        plan = self.source(from_.this, ctes)
+        for j in sel.args.get("joins") or []:
+            plan = self.join(plan, j, ctes)
+        where = sel.args.get("where")
+        if where is not None:
+            plan = Filter(plan, _scalar(where.this))
+        outputs = [(e.alias_or_name, e.unalias() if isinstance(e, exp.Alias) else e) for e in sel.expressions]
+        having = sel.args.get("having")
+        group = sel.args.get("group")
+        if group is not None or having is not None or any(o.find(exp.AggFunc) for _, o in outputs):
+            plan, rewrite = _aggregate(plan, group, [o for _, o in outputs] + ([having.this] if having else []))
+            if having is not None:
+                plan = Filter(plan, rewrite(having.this))
+            project: Node = Project(plan, tuple((n, rewrite(e)) for n, e in outputs))
+        else:
+            project = Project(plan, tuple((n, _scalar(e)) for n, e in outputs))
+        return Distinct(project) if sel.args.get("distinct") else project
+
+    def join(self, left: Node, j: exp.Join, ctes: dict[str, Node]) -> Node:
+        right = self.source(j.this, ctes)
+        side, kind = (j.side or "").lower(), (j.kind or "").lower()
+        on = j.args.get("on")
+        if j.args.get("using"):
+            raise UnsupportedQuery("JOIN ... USING is not supported; write ON", "JOIN USING", position_of(j))
+        if side in ("left", "right", "full"):
+            if on is None:
+                raise UnsupportedQuery(f"{side.upper()} JOIN without ON", f"{side.upper()} JOIN", position_of(j))
+            return Join(left, right, side, _scalar(on))
+        if kind not in ("", "inner", "cross"):
+            raise UnsupportedQuery(f"{kind.upper()} JOIN is not supported", f"{kind.upper()} JOIN", position_of(j))
+        return Join(left, right, "inner", _scalar(on)) if on is not None else Join(left, right, "cross", None)
+
+
+def _union_branches(u: exp.Expression) -> list[exp.Expression]:
+    """Flatten a left-deep chain of unions of the same kind (ALL vs DISTINCT) into its branches."""
+    out: list[exp.Expression] = []
+    for side in (u.this, u.expression):
+        same = isinstance(side, exp.Union) and side.args.get("distinct") == u.args.get("distinct")
+        out += _union_branches(side) if same and not side.args.get("with") else [side]
+    return out
+
+
+def _scalar(e: exp.Expression) -> Scalar:
+    """Rewrite qualified column references `t`.`c` into bare plan column names `t.c`."""
+
+    def rename(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column):
+            name = f"{node.table}.{node.name}" if node.table else node.name
+            return exp.column(exp.to_identifier(name, quoted=True))
+        if isinstance(node, (exp.Subquery, exp.Select)):
+            raise UnsupportedQuery("subquery in an expression is not supported", "scalar subquery", position_of(node))
+        return node
+
+    return Scalar(e.copy().transform(rename))
+
+
+_AGG_CLASSES: dict[type[exp.Expression], str] = {
+    exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
+}
+
+
+def _agg_call(f: exp.AggFunc) -> AggCall:
+    func = next((name for cls, name in _AGG_CLASSES.items() if type(f) is cls), None)
+    if func is None:
+        name = f.sql_name() if hasattr(f, "sql_name") else type(f).__name__
+        raise UnsupportedQuery(f"aggregate function {name} is not supported", name, position_of(f))
+    arg = f.this
+    if isinstance(arg, exp.Star):
+        return AggCall(func, None)
+    if isinstance(arg, exp.Distinct):
+        if len(arg.expressions) != 1:
+            raise UnsupportedQuery(f"{func}(DISTINCT ...) over several columns", f"{func}(DISTINCT)", position_of(f))
+        return AggCall(func, _scalar(arg.expressions[0]), distinct=True)
+    if f.args.get("expressions"):
+        raise UnsupportedQuery(f"{func} with several arguments", func, position_of(f))
+    return AggCall(func, _scalar(arg))
+
+
+def _aggregate(child: Node, group: exp.Group | None, uses: list[exp.Expression]):  # type: ignore[no-untyped-def]
+    """Build Aggregate(child) and a function rewriting select/HAVING expressions over its output."""
+    key_exprs = [_scalar(g) for g in (group.expressions if group is not None else [])]
+    keys = {k.sql: f"__key{i}" for i, k in enumerate(dict.fromkeys(key_exprs))}
+    aggs: dict[AggCall, str] = {}
+    pending = [e for u in uses for e in u.find_all(exp.AggFunc)]
+    for f in pending:
+        if f.find_ancestor(exp.AggFunc) is None:
+            aggs.setdefault(_agg_call(f), f"__agg{len(aggs)}")
+    agg_plan = Aggregate(
+        child,
+        tuple((name, Scalar(next(k.expr for k in key_exprs if k.sql == sql))) for sql, name in keys.items()),
+        tuple((name, call) for call, name in aggs.items()),
+    )
+
+    def rewrite(e: exp.Expression) -> Scalar:
+        def sub(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.AggFunc):
+                return exp.column(exp.to_identifier(aggs[_agg_call(node)], quoted=True))
+            if not isinstance(node, exp.Literal):
+                as_scalar = _scalar(node)
+                if as_scalar.sql in keys:
+                    return exp.column(exp.to_identifier(keys[as_scalar.sql], quoted=True))
+            return node
+
+        out = e.copy().transform(sub)
+        stray = [c for c in out.find_all(exp.Column) if not c.name.startswith(("__key", "__agg")) or c.table]
+        if stray:
+            raise UnsupportedQuery(f"column {stray[0].sql(dialect='spark')} is neither grouped nor aggregated",
+                                   "non-grouped column", position_of(stray[0]))
+        return Scalar(out)
+
+    return agg_plan, rewrite

@@ -1,0 +1,130 @@
+"""What we refuse, and where: constructs that cannot be built into the IR or cannot be differentiated.
+
+Build-time refusals (`check_buildable`) run on the parsed SQL before qualification so positions are
+the user's. `incremental_reason` inspects a built plan for constructs that can be evaluated but not
+maintained incrementally (non-deterministic functions, non-equi outer joins).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from differentiation.errors import UnsupportedQuery
+from differentiation.plan import Aggregate, Filter, Join, Node, Project, Scalar
+
+_NON_DETERMINISTIC_CLASSES: tuple[type[exp.Expression], ...] = (
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
+    exp.CurrentTimestamp,
+    exp.CurrentDate,
+    exp.CurrentTime,
+)
+_NON_DETERMINISTIC_NAMES = frozenset(
+    {"rand", "random", "randn", "uuid", "now", "shuffle", "monotonically_increasing_id", "spark_partition_id",
+     "current_timestamp", "current_date", "localtimestamp", "unix_timestamp"}
+)
+
+
+def position_of(node: exp.Expression) -> str:
+    """'line L, column C' of the earliest token under `node` that sqlglot recorded, or ''."""
+    best: tuple[int, int] | None = None
+    for n in node.walk():
+        meta = n.meta
+        if "line" in meta and "start" in meta:
+            width = meta.get("end", meta["start"]) - meta["start"]
+            pos = (meta["line"], meta["col"] - width)
+            best = pos if best is None or pos < best else best
+    return f"line {best[0]}, column {best[1]}" if best else ""
+
+
+def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQuery:
+    return UnsupportedQuery(message, construct, position_of(node))
+
+
+def _is_from_or_join_subquery(sub: exp.Subquery) -> bool:
+    return isinstance(sub.parent, (exp.From, exp.Join))
+
+
+def check_buildable(tree: exp.Expression) -> None:
+    """Raise UnsupportedQuery for the first construct the plan IR cannot represent."""
+    for node in tree.walk():
+        if isinstance(node, exp.Window):
+            raise _refuse("window function is not supported", "window function", node)
+        if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)):
+            construct = "LIMIT" if isinstance(node, exp.Limit) else type(node).__name__.upper()
+            # The keyword has no position of its own; the query it limits does.
+            raise UnsupportedQuery(f"{construct} is not supported", construct, position_of(node.parent or node))
+        if isinstance(node, (exp.Except, exp.Intersect)):
+            name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
+            raise _refuse(f"set operation {name} is not supported", name, node)
+        if isinstance(node, exp.Exists):
+            raise _refuse("EXISTS subquery (semi/anti join) is not supported", "EXISTS subquery", node)
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            raise _refuse("IN subquery (semi/anti join) is not supported", "IN subquery", node)
+        if isinstance(node, exp.Lateral):
+            raise _refuse("LATERAL is not supported", "LATERAL", node)
+        if isinstance(node, exp.Subquery) and not _is_from_or_join_subquery(node):
+            raise _refuse("scalar subquery is not supported", "scalar subquery", node)
+        if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
+            raise _refuse(f"{node.kind.upper()} JOIN is not supported", f"{node.kind.upper()} JOIN", node)
+        if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
+            raise _refuse("GROUPING SETS / ROLLUP / CUBE is not supported", "grouping sets", node)
+        if isinstance(node, (exp.Pivot, exp.Unnest, exp.Explode)):
+            raise _refuse(f"{type(node).__name__.upper()} is not supported", type(node).__name__.upper(), node)
+
+
+def _non_deterministic(expr: exp.Expression) -> exp.Expression | None:
+    for n in expr.walk():
+        if isinstance(n, _NON_DETERMINISTIC_CLASSES):
+            return n
+        if isinstance(n, exp.Anonymous) and str(n.name).lower() in _NON_DETERMINISTIC_NAMES:
+            return n
+    return None
+
+
+def _scalars(node: Node) -> list[tuple[str, Scalar]]:
+    if isinstance(node, Filter):
+        return [("filter", node.condition)]
+    if isinstance(node, Project):
+        return [("select list", e) for _, e in node.outputs]
+    if isinstance(node, Join) and node.condition is not None:
+        return [("join condition", node.condition)]
+    if isinstance(node, Aggregate):
+        out = [("GROUP BY", k) for _, k in node.keys]
+        return out + [("aggregate argument", a.arg) for _, a in node.aggs if a.arg is not None]
+    return []
+
+
+def equi_keys(join: Join) -> tuple[tuple[Scalar, ...], tuple[Scalar, ...]]:
+    """The (left, right) key expressions of the equality conjuncts of a join condition."""
+    if join.condition is None:
+        return (), ()
+    left_cols, right_cols = set(join.left.columns()), set(join.right.columns())
+    lk: list[Scalar] = []
+    rk: list[Scalar] = []
+    for conj in join.condition.expr.flatten() if isinstance(join.condition.expr, exp.And) else [join.condition.expr]:
+        if not isinstance(conj, exp.EQ):
+            continue
+        a, b = Scalar(conj.this.copy()), Scalar(conj.expression.copy())
+        if a.columns() and b.columns() and a.columns() <= left_cols and b.columns() <= right_cols:
+            lk.append(a), rk.append(b)
+        elif a.columns() and b.columns() and a.columns() <= right_cols and b.columns() <= left_cols:
+            lk.append(b), rk.append(a)
+    return tuple(lk), tuple(rk)
+
+
+def incremental_reason(plan: Node) -> str | None:
+    """None when `plan` can be differentiated; otherwise why not, naming the operator and position."""
+    for node in plan.walk():
+        for where, scalar in _scalars(node):
+            bad = _non_deterministic(scalar.expr)
+            if bad is not None:
+                name = bad.sql(dialect="spark")
+                pos = position_of(bad)
+                at = f" at {pos}" if pos else ""
+                return f"non-deterministic function {name} in {where}{at} cannot be maintained incrementally"
+        if isinstance(node, Join) and node.kind in ("left", "right", "full") and not equi_keys(node)[0]:
+            return (f"{node.kind.upper()} OUTER JOIN ON {node.condition} has no equality condition between its "
+                    "sides; only equi outer joins are maintained incrementally")
+    return None
