@@ -1,0 +1,219 @@
+"""Plan nodes that only appear in derivatives: change reads, snapshots, signs, sums, key restriction.
+
+Every relation carries a hidden `__row_id`; change sets (`is_delta`) also carry `__action`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from differentiation.plan import Node, Scalar, Scan
+
+WHENS = ("start", "end")
+ACTIONS = ("INSERT", "DELETE")
+
+
+@dataclass(frozen=True)
+class Delta(Node):
+    """Δ child: a derivative still to be rewritten by the rules (never rendered)."""
+
+    child: Node
+
+    def __post_init__(self) -> None:
+        if self.child.is_delta:
+            raise ValueError("Δ of a change set")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return True
+
+    def label(self) -> str:
+        return "Δ"
+
+
+@dataclass(frozen=True)
+class ChangeRead(Node):
+    """The redundant delta of a base table over the interval; `append_only` keeps only rows whose id
+    has no DELETE in the interval (freshly inserted, never updated nor deleted)."""
+
+    scan: Scan
+    append_only: bool = False
+
+    def columns(self) -> tuple[str, ...]:
+        return self.scan.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return True
+
+    def children(self) -> tuple[Node, ...]:
+        return ()  # the scan is a description of what to read, not an input evaluated on its own
+
+    def label(self) -> str:
+        mode = " append-only" if self.append_only else ""
+        return f"Changes{mode} {self.scan.table} AS {self.scan.alias}"
+
+
+@dataclass(frozen=True)
+class At(Node):
+    """child|I0 (when="start") or child|I1 (when="end"): a state, rendered over base snapshots."""
+
+    child: Node
+    when: str
+
+    def __post_init__(self) -> None:
+        if self.when not in WHENS or self.child.is_delta:
+            raise ValueError(f"At needs a state and one of {WHENS}")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return False
+
+    def label(self) -> str:
+        return "@I0" if self.when == "start" else "@I1"
+
+
+@dataclass(frozen=True)
+class Empty(Node):
+    """∅: the change set of a subplan whose base tables did not change."""
+
+    like: Node
+
+    def columns(self) -> tuple[str, ...]:
+        return self.like.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return True
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def label(self) -> str:
+        return "∅ (" + ", ".join(self.like.columns()) + ")"
+
+
+@dataclass(frozen=True)
+class Signed(Node):
+    """π− / π+: every row of a state as a DELETE or an INSERT."""
+
+    child: Node
+    action: str
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS or self.child.is_delta:
+            raise ValueError("Signed needs a state and INSERT or DELETE")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return True
+
+    def label(self) -> str:
+        return "π−" if self.action == "DELETE" else "π+"
+
+
+@dataclass(frozen=True)
+class Sum(Node):
+    """+ of change sets with equal columns; row ids pass through unchanged (no branch tags)."""
+
+    terms: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.terms) < 2 or not all(t.is_delta for t in self.terms):
+            raise ValueError("a sum needs two or more change sets")
+        if len({t.columns() for t in self.terms}) != 1:
+            raise ValueError("terms of a sum must have the same columns")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.terms[0].columns()
+
+    def label(self) -> str:
+        return "+"
+
+
+@dataclass(frozen=True)
+class KeySet(Node):
+    """Distinct key tuples (`__k0`, `__k1`, ...) taken from change sets: the affected keys."""
+
+    inputs: tuple[Node, ...]
+    exprs: tuple[tuple[Scalar, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) != len(self.exprs) or not self.inputs:
+            raise ValueError("one key expression tuple per input")
+        if len({len(e) for e in self.exprs}) != 1:
+            raise ValueError("key tuples of one key set have one width")
+        for node, keys in zip(self.inputs, self.exprs):
+            for k in keys:
+                missing = k.columns() - set(node.columns())
+                if missing:
+                    raise ValueError(f"key {k} references unknown columns {sorted(missing)}")
+
+    @property
+    def width(self) -> int:
+        return len(self.exprs[0])
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(f"__k{i}" for i in range(self.width))
+
+    @property
+    def is_delta(self) -> bool:
+        return False
+
+    def label(self) -> str:
+        return "Keys " + " | ".join("(" + ", ".join(str(k) for k in ks) + ")" for ks in self.exprs)
+
+
+@dataclass(frozen=True)
+class Restrict(Node):
+    """⋉k: rows of child whose key tuple, for any of the alternatives, is in `keys` (NULL-safe)."""
+
+    child: Node
+    alternatives: tuple[tuple[Scalar, ...], ...]
+    keys: KeySet
+
+    def __post_init__(self) -> None:
+        if not self.alternatives or any(len(a) != self.keys.width for a in self.alternatives):
+            raise ValueError("each alternative must match the key set's width")
+        for alt in self.alternatives:
+            for k in alt:
+                missing = k.columns() - set(self.child.columns())
+                if missing:
+                    raise ValueError(f"key {k} references unknown columns {sorted(missing)}")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return self.child.is_delta
+
+    def label(self) -> str:
+        alts = " | ".join("(" + ", ".join(str(k) for k in a) + ")" for a in self.alternatives)
+        return f"⋉ on {alts}"
+
+
+@dataclass(frozen=True)
+class Consolidate(Node):
+    """Redundant delta -> minimum delta: net sign per (row id, values); |n| copies of the survivors."""
+
+    child: Node
+
+    def __post_init__(self) -> None:
+        if not self.child.is_delta:
+            raise ValueError("only a change set can be consolidated")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns()
+
+    def label(self) -> str:
+        return "Consolidate"

@@ -1,0 +1,100 @@
+"""`differentiate`: a plan -> its change plan in a chosen format, with the shape paper 4.2 names."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from differentiation.delta_nodes import Consolidate, Delta, Empty
+from differentiation.errors import UnsupportedQuery
+from differentiation.monotonic import non_monotonic_operator
+from differentiation.plan import Node
+from differentiation.rewrite import DeriveContext, Rule, replace
+from differentiation.rules import RULES
+from differentiation.support import incremental_reason
+
+
+class ChangeFormat(enum.Enum):
+    DEFAULT = "DEFAULT"  # minimum delta, ISUPDATE computed last
+    APPEND_ONLY = "APPEND_ONLY"  # fresh inserts only; monotonic plans only
+
+
+@dataclass(frozen=True)
+class ChangeStats:
+    """What kinds of changes a base table had over the interval (both False: unchanged)."""
+
+    inserts: bool = True
+    deletes: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return self.inserts or self.deletes
+
+
+SHAPES = ("ADDED_ONLY", "REMOVED_ONLY", "MINIMIZE", "NO_DATA")
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """A differentiated plan: `plan` is a change set (minimum delta when shape is MINIMIZE)."""
+
+    source: Node
+    plan: Node
+    shape: str
+    information: ChangeFormat
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES or not self.plan.is_delta:
+            raise ValueError("a derivative is a change set of a known shape")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.source.columns()
+
+    def to_text(self) -> str:
+        return f"{self.information.value} shape={self.shape}\n{self.plan.to_text()}"
+
+
+def _shape(plan: Node, changed: frozenset[str], stats: Mapping[str, ChangeStats], append_only: bool) -> str:
+    if not changed:
+        return "NO_DATA"
+    if append_only or non_monotonic_operator(plan) is not None:
+        return "ADDED_ONLY" if append_only else "MINIMIZE"
+    kinds = [stats.get(t, ChangeStats()) for t in changed]
+    if all(not k.deletes for k in kinds):
+        return "ADDED_ONLY"
+    if all(not k.inserts for k in kinds):
+        return "REMOVED_ONLY"
+    return "MINIMIZE"
+
+
+def differentiate(
+    plan: Node,
+    information: ChangeFormat = ChangeFormat.DEFAULT,
+    stats: Mapping[str, ChangeStats] | None = None,
+    *,
+    rules: tuple[tuple[type, Rule], ...] = RULES,
+) -> Derivative:
+    """Δ plan over an interval. `stats` per base table (missing = may have inserts and deletes).
+
+    Raises UnsupportedQuery when the plan cannot be maintained incrementally, or when APPEND_ONLY is
+    asked of a non-monotonic plan (naming the operator).
+    """
+    reason = incremental_reason(plan)
+    if reason is not None:
+        raise UnsupportedQuery(reason, "incremental")
+    append_only = information is ChangeFormat.APPEND_ONLY
+    if append_only:
+        op = non_monotonic_operator(plan)
+        if op is not None:
+            raise UnsupportedQuery(f"APPEND_ONLY changes need a monotonic query, but it contains {op}", op)
+    stats = dict(stats or {})
+    changed = frozenset(t for t in plan.base_tables() if stats.get(t, ChangeStats()).changed)
+    shape = _shape(plan, changed, stats, append_only)
+    if shape == "NO_DATA":
+        return Derivative(plan, Empty(plan), shape, information)
+    ctx = DeriveContext(changed=changed, append_only=append_only)
+    delta = replace(Delta(plan), dict(rules), ctx)
+    if shape == "MINIMIZE":
+        delta = Consolidate(delta)
+    return Derivative(plan, delta, shape, information)

@@ -1,0 +1,20 @@
+"""Monotonicity: inserts into the inputs can only insert into the output."""
+
+from __future__ import annotations
+
+from differentiation.plan import Aggregate, Distinct, Join, Node
+
+
+def non_monotonic_operator(plan: Node) -> str | None:
+    """The first operator that makes `plan` non-monotonic, described in words, or None.
+
+    Monotonic operators: scan, filter, project, inner/cross join, union all (design.md).
+    """
+    for node in plan.walk():
+        if isinstance(node, Aggregate):
+            return "GROUP BY" if node.keys else "aggregate"
+        if isinstance(node, Distinct):
+            return "DISTINCT / UNION"
+        if isinstance(node, Join) and node.kind in ("left", "right", "full"):
+            return f"{node.kind.upper()} OUTER JOIN"
+    return None

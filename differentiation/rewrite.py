@@ -1,0 +1,61 @@
+"""The generic rewriter: push Δ down a plan by applying the rule registered for each node type."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from differentiation.delta_nodes import Delta, Empty
+from differentiation.plan import Node
+
+
+@dataclass(frozen=True)
+class DeriveContext:
+    """What the rules may know about the interval.
+
+    `changed`: base tables that may hold changes (others have Δ = ∅). `append_only`: base change
+    reads keep only fresh inserts. `state`: relation SQL holding the previous result of the *top*
+    aggregate with its helper columns (used by the algebraic aggregate rule), or None.
+    """
+
+    changed: frozenset[str]
+    append_only: bool = False
+    state: str | None = None
+    top: Node | None = None
+
+    def has_changes(self, plan: Node) -> bool:
+        return any(t in self.changed for t in plan.base_tables())
+
+
+Rule = Callable[..., Node]  # rule(delta: Delta, *, ctx: DeriveContext) -> Node
+
+
+def map_children(node: Node, fn: Callable[[Node], Node]) -> Node:
+    """A copy of `node` with `fn` applied to each direct child (fields or tuples of nodes)."""
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(node):  # type: ignore[arg-type]
+        value = getattr(node, f.name)
+        if isinstance(value, Node) and value in node.children():
+            changes[f.name] = fn(value)
+        elif isinstance(value, tuple) and value and all(isinstance(v, Node) for v in value):
+            changes[f.name] = tuple(fn(v) for v in value)
+    return node.copy(**changes) if changes else node
+
+
+def replace(node: Node, rules: Mapping[type[Node], Rule], ctx: DeriveContext) -> Node:
+    """Rewrite every Δ in `node` until none is left.
+
+    Pre-order on purpose: a rule turns Δ(op(x)) into op'(Δ(x), x@I0, ...) and the new inner Δ
+    nodes are then rewritten as children of the result. A Δ over a subplan with no changed base
+    table becomes ∅ without consulting any rule.
+    """
+    while isinstance(node, Delta):
+        if not ctx.has_changes(node.child):
+            node = Empty(node.child)
+            break
+        rule = rules.get(type(node.child))
+        if rule is None:
+            raise TypeError(f"no derivative rule for {type(node.child).__name__}")
+        node = rule(node, ctx=ctx)
+    return map_children(node, lambda c: replace(c, rules, ctx))

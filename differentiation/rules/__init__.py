@@ -1,0 +1,25 @@
+"""Derivative rules, one module per rule family, and the default node-type -> rule table."""
+
+from __future__ import annotations
+
+from differentiation.plan import Aggregate, Distinct, Filter, Join, Project, Scan, UnionAll
+from differentiation.rewrite import Rule
+from differentiation.rules.aggregate import derive_aggregate
+from differentiation.rules.distinct import derive_distinct
+from differentiation.rules.filter_project import derive_filter, derive_project, derive_scan
+from differentiation.rules.join import derive_join
+from differentiation.rules.union import derive_union_all
+
+# Ordered data, overridable by callers (differentiate(..., rules=...)); every relational node type
+# must appear, which tests/differentiation/test_rules.py checks.
+RULES: tuple[tuple[type, Rule], ...] = (
+    (Scan, derive_scan),
+    (Filter, derive_filter),
+    (Project, derive_project),
+    (Join, derive_join),
+    (Aggregate, derive_aggregate),
+    (UnionAll, derive_union_all),
+    (Distinct, derive_distinct),
+)
+
+__all__ = ["RULES"]

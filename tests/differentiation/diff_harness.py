@@ -1,0 +1,167 @@
+"""Test harness for differentiation: base tables as temp views, a Sources over them, and the oracle.
+
+The oracle: apply the computed change set to Q|I0 (remove DELETE rows by row id + values, add
+INSERT rows) and compare with Q|I1 computed from scratch, as multisets both ways. It also checks
+the minimum-delta properties (no cancelling pair, ISUPDATE exactly on shared ids, unique ids).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from differentiation import (
+    ChangeFormat, ChangeStats, build_plan, differentiate, render_changes, render_snapshot,
+)
+
+_counter = itertools.count()
+
+Row = tuple[Any, ...]
+
+
+def multiset(rows: Iterable[Any]) -> collections.Counter:
+    return collections.Counter(tuple(r) for r in rows)
+
+
+def assert_same_rows(actual: Iterable[Any], expected: Iterable[Any]) -> None:
+    """Multiset equality both ways, with a readable diff."""
+    a, e = multiset(actual), multiset(expected)
+    missing, extra = e - a, a - e
+    if missing or extra:
+        lines = ["row multisets differ"]
+        lines += [f"  missing x{n}: {r}" for r, n in sorted(missing.items(), key=repr)]
+        lines += [f"  extra   x{n}: {r}" for r, n in sorted(extra.items(), key=repr)]
+        raise AssertionError("\n".join(lines))
+
+
+@dataclass
+class BaseTable:
+    """One base table over an interval: states by row id and a redundant delta consistent with them."""
+
+    columns: dict[str, str]
+    start: dict[str, Row]
+    end: dict[str, Row]
+    changes: list[tuple[str, str, Row]] = field(default_factory=list)  # (action, row id, values)
+
+    def stats(self) -> ChangeStats:
+        actions = {a for a, _, _ in self.changes}
+        return ChangeStats(inserts="INSERT" in actions, deletes="DELETE" in actions)
+
+
+class ViewSources:
+    """A `Sources` over temp views registered by `TableSet.register`."""
+
+    def __init__(self, views: Mapping[str, Mapping[str, str]]) -> None:
+        self.views = views
+
+    def snapshot(self, table: str, when: str) -> str:
+        return f"`{self.views[table][when]}`"
+
+    def changes(self, table: str) -> str:
+        return f"`{self.views[table]['changes']}`"
+
+
+@dataclass
+class ChangeResult:
+    rows: list[tuple[Any, ...]]  # query columns + action, isupdate, row id
+    start: list[tuple[Any, ...]]  # query columns + __row_id
+    end: list[tuple[Any, ...]]
+    shape: str
+    sql: str
+
+
+class TableSet:
+    """Registers base tables as uniquely named temp views and runs differentiation against them."""
+
+    def __init__(self, spark: Any, tables: Mapping[str, BaseTable]) -> None:
+        self.spark = spark
+        self.tables = dict(tables)
+        self.views: dict[str, dict[str, str]] = {}
+        n = next(_counter)
+        for name, t in self.tables.items():
+            ddl = ", ".join(f"`{c}` {ty}" for c, ty in t.columns.items())
+            names = {k: f"dt_{name}_{k}_{n}" for k in ("start", "end", "changes", "plain")}
+            self._view(names["start"], [v + (i,) for i, v in t.start.items()], f"{ddl}, __row_id STRING")
+            self._view(names["end"], [v + (i,) for i, v in t.end.items()], f"{ddl}, __row_id STRING")
+            self._view(names["plain"], list(t.end.values()), ddl)
+            self._view(names["changes"], [v + (a, i) for a, i, v in t.changes],
+                       f"{ddl}, __action STRING, __row_id STRING")
+            self.views[name] = names
+        self.sources = ViewSources(self.views)
+
+    def _view(self, name: str, rows: list[Row], ddl: str) -> None:
+        self.spark.createDataFrame(rows, schema=ddl).createOrReplaceTempView(name)
+
+    def schema(self) -> dict[str, dict[str, str]]:
+        return {n: dict(t.columns) for n, t in self.tables.items()}
+
+    def stats(self) -> dict[str, ChangeStats]:
+        return {n: t.stats() for n, t in self.tables.items()}
+
+    def run_original_at_end(self, sql: str) -> list[tuple[Any, ...]]:
+        """The query itself, evaluated by Spark over the end state (tables renamed to plain views)."""
+        tree = sqlglot.parse_one(sql, read="spark")
+        ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+        for t in tree.find_all(exp.Table):
+            if t.name in self.views and t.name not in ctes:
+                alias = t.alias_or_name
+                t.replace(exp.to_table(self.views[t.name]["plain"]).as_(alias))
+        return [tuple(r) for r in self.spark.sql(tree.sql(dialect="spark")).collect()]
+
+    def changes(self, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
+                use_stats: bool = True) -> ChangeResult:
+        plan = build_plan(sql, self.schema())
+        d = differentiate(plan, information, self.stats() if use_stats else None)
+        change_sql = render_changes(d, self.sources)
+        rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
+        start = [tuple(r) for r in self.spark.sql(render_snapshot(plan, self.sources, "start")).collect()]
+        end = [tuple(r) for r in self.spark.sql(render_snapshot(plan, self.sources, "end")).collect()]
+        return ChangeResult(rows, start, end, d.shape, change_sql)
+
+
+def apply_changes(start: Sequence[tuple[Any, ...]], changes: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Q|I0 (values + row id) with DELETE rows removed by row id + values and INSERT rows added."""
+    state = multiset(start)
+    for *values, action, _is_update, row_id in changes:
+        key = tuple(values) + (row_id,)
+        if action == "DELETE":
+            if state[key] <= 0:
+                raise AssertionError(f"DELETE of a row not in Q|I0: {key}")
+            state[key] -= 1
+        else:
+            state[key] += 1
+    return list(state.elements())
+
+
+def check_minimum_delta(changes: Sequence[tuple[Any, ...]]) -> None:
+    """No cancelling pair; ISUPDATE true exactly when a DELETE and an INSERT share a row id."""
+    by_values: dict[tuple[Any, ...], set[str]] = collections.defaultdict(set)
+    by_id: dict[str, set[str]] = collections.defaultdict(set)
+    for *values, action, _u, row_id in changes:
+        by_values[tuple(values) + (row_id,)].add(action)
+        by_id[row_id].add(action)
+    cancelling = [k for k, acts in by_values.items() if len(acts) == 2]
+    assert not cancelling, f"cancelling pairs in a minimum delta: {cancelling}"
+    for *_values, action, is_update, row_id in changes:
+        assert is_update == (len(by_id[row_id]) == 2), f"wrong ISUPDATE for row id {row_id}"
+
+
+def check_oracle(ts: TableSet, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
+                 use_stats: bool = True) -> ChangeResult:
+    """Run the full oracle for `sql` over `ts`; returns the result for further assertions."""
+    res = ts.changes(sql, information, use_stats)
+    for snap in (res.start, res.end):
+        ids = [r[-1] for r in snap]
+        assert len(ids) == len(set(ids)), "row ids are not unique in a snapshot"
+    # render_snapshot must be the query itself: compare its values with Spark's own evaluation.
+    assert_same_rows([r[:-1] for r in res.end], ts.run_original_at_end(sql))
+    if information is ChangeFormat.DEFAULT:
+        check_minimum_delta(res.rows)
+        assert_same_rows(apply_changes(res.start, res.rows), res.end)
+    return res
