@@ -41,3 +41,26 @@ def assert_same_rows(actual: Iterable[Any], expected: Iterable[Any]) -> None:
         lines += [f"  missing x{n}: {r}" for r, n in sorted(missing.items(), key=repr)]
         lines += [f"  extra   x{n}: {r}" for r, n in sorted(extra.items(), key=repr)]
         raise AssertionError("\n".join(lines))
+
+
+@pytest.fixture
+def warehouse(tmp_path: Any) -> Any:
+    """A fresh, empty warehouse folder."""
+    return tmp_path / "warehouse"
+
+
+@pytest.fixture
+def connect(spark: Any, warehouse: Any) -> Any:
+    """Factory: ``connect()`` opens a dtables session on the test's warehouse, sharing the run's Spark."""
+    import dtables
+
+    def _connect(path: Any = None) -> Any:
+        return dtables.connect(path or warehouse, spark=spark)
+
+    return _connect
+
+
+@pytest.fixture
+def dt(connect: Any) -> Any:
+    """A dtables session on a fresh warehouse."""
+    return connect()

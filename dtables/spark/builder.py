@@ -7,6 +7,7 @@ a local master (the defaults of 200 partitions cost seconds per query on small t
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,14 @@ LOCAL_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.adaptive.enabled": "true",
 }
+
+
+def quiet_logs() -> None:
+    """dtables reports Spark errors as exceptions with readable messages; PySpark would also log each one with a
+    full Java stack trace, and sqlglot warns whenever it passes an unknown statement through. Silence both."""
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 def build_spark(
@@ -59,6 +68,7 @@ def build_spark(
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, str(value))
+    quiet_logs()
     spark = builder.getOrCreate()
     if not remote:
         spark.sparkContext.setLogLevel("ERROR")

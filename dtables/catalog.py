@@ -1,0 +1,119 @@
+"""The dtables catalog: which tables and views a warehouse holds, persisted in the state store.
+
+Spark's default (in-memory) catalog forgets everything when the process ends, and a Hive/Derby metastore admits
+one process at a time. So dtables records each table (name -> Delta location) and view (name -> definition) in the
+state store and registers them with Spark lazily, the first time a statement names them: every table is registered
+as an *external* table at its location, so unregistering never deletes data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from dtables.state import StateStore
+
+DEFAULT_DB = "default"
+
+# Table properties that turn on change tracking: Change Data Feed, and row tracking for stable row ids.
+CHANGE_TRACKING_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableRowTracking": "true",
+}
+# Copy-on-write instead of deletion vectors: a commit's removed and added files then hold exactly the rows it
+# deleted and inserted, which is what change reads consume (paper 3.2.3).
+NEW_TABLE_PROPERTIES = {**CHANGE_TRACKING_PROPERTIES, "delta.enableDeletionVectors": "false"}
+
+
+def normalize(name: str) -> str:
+    """``People`` -> ``default.people``; ``Db.T`` -> ``db.t``; backticks removed."""
+    parts = [p.strip("`").lower() for p in name.split(".")]
+    parts = parts[-2:]
+    return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_DB}.{parts[0]}"
+
+
+def quote(name: str) -> str:
+    return ".".join(f"`{p}`" for p in normalize(name).split("."))
+
+
+class Catalog:
+    def __init__(self, spark: Any, store: StateStore, warehouse_uri: str):
+        self.spark = spark
+        self.store = store
+        self.warehouse_uri = warehouse_uri.rstrip("/")
+        self._registered: set[str] = set()
+
+    # -- what the warehouse holds -------------------------------------------------------------------------------
+
+    def managed_location(self, name: str) -> str:
+        db, table = normalize(name).split(".")
+        return f"{self.warehouse_uri}/tables/{db}/{table}"
+
+    def lookup(self, name: str) -> dict[str, Any] | None:
+        rows = self.store.query("SELECT * FROM objects WHERE name = ?", (normalize(name),))
+        return dict(rows[0]) if rows else None
+
+    def objects(self, kind: str | None = None) -> list[dict[str, Any]]:
+        sql, params = "SELECT * FROM objects", ()
+        if kind:
+            sql, params = sql + " WHERE kind = ?", (kind,)
+        return [dict(r) for r in self.store.query(sql + " ORDER BY name", params)]
+
+    def record_table(self, name: str, location: str, managed: bool) -> None:
+        self.store.execute(
+            "INSERT OR REPLACE INTO objects(name, kind, location, managed) VALUES (?, 'TABLE', ?, ?)",
+            (normalize(name), location, int(managed)))
+        self._registered.add(normalize(name))
+
+    def record_view(self, name: str, definition: str) -> None:
+        self.store.execute("INSERT OR REPLACE INTO objects(name, kind, definition) VALUES (?, 'VIEW', ?)",
+                           (normalize(name), definition))
+        self._registered.add(normalize(name))
+
+    def forget(self, name: str) -> None:
+        self.store.execute("DELETE FROM objects WHERE name = ?", (normalize(name),))
+        self._registered.discard(normalize(name))
+
+    # -- registration with Spark --------------------------------------------------------------------------------
+
+    def ensure_registered(self, names: Iterable[str], _seen: frozenset[str] = frozenset()) -> None:
+        """Register with Spark every recorded object among ``names`` that this Spark session does not know yet."""
+        for name in names:
+            key = normalize(name)
+            if key in self._registered or key in _seen:
+                continue
+            obj = self.lookup(key)
+            if obj is None:
+                continue  # not ours: Spark resolves it (or reports it missing)
+            db, _ = key.split(".")
+            if db != DEFAULT_DB:
+                self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
+            if obj["kind"] == "TABLE":
+                self.spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(key)} USING DELTA LOCATION '{obj['location']}'")
+            else:
+                from dtables.sql.references import referenced_tables
+
+                self.ensure_registered(referenced_tables(obj["definition"]), _seen | {key})
+                self.spark.sql(obj["definition"])
+            self._registered.add(key)
+
+    def ensure_all_registered(self) -> None:
+        self.ensure_registered(o["name"] for o in self.objects())
+
+    def detach_foreign_objects(self) -> None:
+        """Unregister tables and views a previous dtables session of this Spark left behind for another warehouse.
+
+        One SparkSession may serve several warehouses one after the other (tests, notebooks); its catalog is
+        process-wide. Tables are external, so this drops registrations only, never data.
+        """
+        mine = {o["name"] for o in self.objects()}
+        for db in [d.name for d in self.spark.catalog.listDatabases()]:
+            for t in self.spark.catalog.listTables(db):
+                if t.isTemporary:
+                    continue
+                key = f"{db}.{t.name}".lower()
+                if key in mine:
+                    continue
+                kind = "VIEW" if t.tableType == "VIEW" else "TABLE"
+                self.spark.sql(f"DROP {kind} IF EXISTS `{db}`.`{t.name}`")
+        self._registered.clear()

@@ -1,0 +1,89 @@
+"""A dtables session: Spark with Delta, a warehouse, a catalog and a state store; ``sql()`` runs dtables SQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from dtables.catalog import Catalog
+from dtables.errors import DtablesError
+from dtables.state import StateStore
+
+
+def warehouse_uri(warehouse: str | os.PathLike[str]) -> str:
+    """A URI for the warehouse: plain paths become ``file:`` URIs; ``s3a://``, ``abfss://``... stay as given."""
+    text = os.fspath(warehouse)
+    if urlparse(text).scheme and not (len(text) > 1 and text[1] == ":"):  # not a Windows drive letter
+        return text.rstrip("/")
+    return Path(text).expanduser().resolve().as_uri()
+
+
+def default_state_store(uri: str) -> Path:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        raise DtablesError(
+            f"warehouse {uri} is not on the local file system; the SQLite state store needs a local path: "
+            "pass state_store='/path/to/state.sqlite' (or set it in dtables.yml)")
+    return Path(parsed.path) / "_dtables" / "state.sqlite"
+
+
+class Session:
+    """One connection to a warehouse. Create with :func:`dtables.connect`."""
+
+    def __init__(self, spark: Any, warehouse: str, store: StateStore, owns_spark: bool):
+        self.spark = spark
+        self.warehouse = warehouse
+        self.store = store
+        self.catalog = Catalog(spark, store, warehouse)
+        self._owns_spark = owns_spark
+        self.catalog.detach_foreign_objects()
+
+    def sql(self, text: str) -> Any:
+        """Run one statement or a ``;``-separated script; return the Spark DataFrame of the last statement."""
+        from dtables.sql.executor import execute_script
+
+        return execute_script(self, text)
+
+    def table(self, name: str) -> Any:
+        """The current contents of a table or view as a DataFrame."""
+        self.catalog.ensure_registered([name])
+        return self.spark.table(name)
+
+    def close(self) -> None:
+        """Release the session; stops Spark only if this session started it."""
+        if self._owns_spark:
+            self.spark.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    warehouse: str | os.PathLike[str] = "warehouse",
+    *,
+    master: str | None = None,
+    remote: str | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
+    state_store: str | os.PathLike[str] | None = None,
+    spark: Any = None,
+) -> Session:
+    """Open a session on ``warehouse`` (a path or URI; created if missing).
+
+    ``master`` is a Spark master URL (default ``local[*]``), ``remote`` a Spark Connect address (``sc://host``);
+    ``spark`` reuses an existing SparkSession (Delta must be configured on it). ``state_store`` is the SQLite
+    file (default ``<warehouse>/_dtables/state.sqlite`` for local warehouses).
+    """
+    from dtables.spark.builder import build_spark
+
+    uri = warehouse_uri(warehouse)
+    store = StateStore(Path(state_store) if state_store else default_state_store(uri))
+    owns = spark is None
+    if spark is None:
+        spark = build_spark(uri, master=master, remote=remote, conf=spark_conf)
+    return Session(spark, uri, store, owns_spark=owns)

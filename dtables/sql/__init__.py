@@ -1,0 +1,1 @@
+"""The SQL surface: the dtables dialect (Spark SQL plus dtables statements) and the statement executor."""

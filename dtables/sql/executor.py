@@ -1,0 +1,256 @@
+"""Run dtables SQL: split a script, check its syntax, and execute each statement.
+
+Plain Spark SQL passes to Spark as the user wrote it (after the catalog registered the objects it names). dtables
+statements, and Spark statements whose meaning dtables extends (CREATE TABLE makes a change-tracked Delta table,
+CREATE VIEW and DROP persist in the catalog), are dispatched through ``HANDLERS``, an explicit mapping from
+expression type to handler; later features add their statements there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, normalize, quote
+from dtables.errors import SqlError
+from dtables.spark import fs
+from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
+from dtables.sql.references import table_names
+from dtables.sql.spark_errors import short_statement, translate
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+Handler = Callable[["Session", exp.Expression, str], Any]
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a ``;``-separated script, as the user wrote them (semicolons inside strings are fine)."""
+    try:
+        tokens = Dtables().tokenize(text)
+    except TokenError as e:
+        raise SqlError(f"syntax error: {e}", text) from None
+    statements, start = [], 0
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append(text[start:token.start].strip())
+            start = token.end + 1
+    statements.append(text[start:].strip())
+    return [s for s in statements if s]
+
+
+def parse(statement: str) -> exp.Expression | None:
+    """The statement's tree, or None when sqlglot cannot parse it (then Spark alone decides)."""
+    try:
+        return sqlglot.parse_one(statement, read=Dtables)
+    except ParseError:
+        return None
+
+
+def is_dtables_syntax(tree: exp.Expression | None) -> bool:
+    """True when Spark's own parser would reject the statement because it uses dtables' additions."""
+    if tree is None:
+        return False
+    if type(tree).__module__.startswith("dtables"):
+        return True
+    if tree.find(exp.Changes) is not None:
+        return True
+    return any("$" in i.name for i in tree.find_all(exp.Identifier))
+
+
+def check_spark_syntax(spark: Any, statement: str) -> None:
+    """Raise SqlError if Spark's parser rejects the statement. Classic Spark only (Connect checks on run)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return
+    try:
+        jsession.sessionState().sqlParser().parsePlan(statement)
+    except Exception as e:  # noqa: BLE001 - a Py4JJavaError wrapping ParseException
+        java = getattr(e, "java_exception", None)
+        message = java.getMessage() if java is not None else str(e)
+        raise SqlError(f"syntax error: {_parse_message(message)} in statement: {short_statement(statement)}",
+                       statement, message) from None
+
+
+def _parse_message(message: str) -> str:
+    from dtables.sql.spark_errors import first_sentences
+
+    return first_sentences(message)
+
+
+def execute_script(session: Session, text: str) -> Any:
+    """Run every statement of ``text``; return the DataFrame of the last one.
+
+    All statements are parsed before any runs, so a syntax error anywhere leaves the warehouse unchanged.
+    """
+    statements = split_statements(text)
+    if not statements:
+        raise SqlError("no SQL statement to run", text)
+    parsed: list[tuple[str, exp.Expression | None]] = []
+    for statement in statements:
+        tree = parse(statement)
+        if is_dtables_syntax(tree):
+            pass  # sqlglot parsed it; Spark's parser would not know it
+        elif tree is None and _dtables_parse_error(statement) is not None:
+            raise _dtables_parse_error(statement)  # type: ignore[misc]
+        else:
+            check_spark_syntax(session.spark, statement)
+        parsed.append((statement, tree))
+    result = None
+    for statement, tree in parsed:
+        result = execute_statement(session, statement, tree)
+    return result
+
+
+def _dtables_parse_error(statement: str) -> SqlError | None:
+    """A syntax error in dtables' own syntax (which Spark's parser cannot judge), or None."""
+    upper = " ".join(statement.upper().split())
+    if "CHANGES" not in upper and "$" not in upper and " STREAM" not in upper and "DYNAMIC TABLE" not in upper:
+        return None
+    try:
+        sqlglot.parse_one(statement, read=Dtables)
+    except ParseError as e:
+        detail = e.errors[0]["description"] if e.errors else str(e)
+        line = e.errors[0].get("line") if e.errors else None
+        col = e.errors[0].get("col") if e.errors else None
+        at = f" at line {line}, column {col}" if line else ""
+        return SqlError(f"syntax error{at}: {detail} in statement: {short_statement(statement)}", statement)
+    return None
+
+
+def execute_statement(session: Session, statement: str, tree: exp.Expression | None) -> Any:
+    try:
+        if tree is None:
+            session.catalog.ensure_all_registered()
+            return session.spark.sql(statement)
+        handler = _handler_for(tree)
+        if handler is not None:
+            return handler(session, tree, statement)
+        session.catalog.ensure_registered(table_names(tree))
+        return session.spark.sql(statement)
+    except SqlError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every Spark/Delta failure becomes a readable SqlError
+        if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
+            raise
+        raise translate(e, statement) from None
+
+
+def _handler_for(tree: exp.Expression) -> Handler | None:
+    for kind, handler in HANDLERS.items():
+        if isinstance(tree, kind):
+            return handler
+    return None
+
+
+# -- handlers -------------------------------------------------------------------------------------------------------
+
+
+def _create(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, exp.Create)
+    kind = (tree.args.get("kind") or "").upper()
+    if kind == "TABLE":
+        return _create_table(session, tree, statement)
+    if kind == "VIEW":
+        return _create_view(session, tree, statement)
+    session.catalog.ensure_registered(table_names(tree))
+    return session.spark.sql(statement)
+
+
+def _target_table(tree: exp.Expression) -> exp.Table:
+    target = tree.this
+    return target.this if isinstance(target, exp.Schema) else target
+
+
+def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
+    table = _target_table(tree)
+    name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    props = tree.args.get("properties") or exp.Properties(expressions=[])
+    fmt = props.find(exp.FileFormatProperty)
+    if fmt is not None and fmt.name.lower() != "delta":
+        raise SqlError(f"table {name}: dtables tables are Delta tables; remove USING {fmt.name} "
+                       f"in statement: {short_statement(statement)}", statement)
+    location_prop = props.find(exp.LocationProperty)
+    managed = location_prop is None
+    location = session.catalog.managed_location(name) if managed else location_prop.name
+    has_schema = isinstance(tree.this, exp.Schema) or tree.expression is not None
+    new = tree.copy()
+    new_props = new.args.get("properties") or exp.Properties(expressions=[])
+    if fmt is None:
+        new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
+    if managed:
+        new_props.append("expressions", exp.LocationProperty(this=exp.Literal.string(location)))
+    if has_schema:  # registering an existing Delta location keeps its properties; ALTER ... CHANGE_TRACKING turns it on
+        given = {p.name for p in new_props.find_all(exp.Property) if isinstance(p.this, exp.Literal)}
+        for key, value in NEW_TABLE_PROPERTIES.items():
+            if key not in given:
+                new_props.append("expressions", exp.Property(this=exp.Literal.string(key),
+                                                             value=exp.Literal.string(value)))
+    new.set("properties", new_props)
+    session.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
+    existed = fs.exists(session.spark, location)
+    try:
+        result = session.spark.sql(to_spark(new))
+    except Exception:
+        if managed and not existed:
+            fs.delete(session.spark, location)  # a failed CTAS may leave uncommitted files behind
+        raise
+    session.catalog.record_table(name, location, managed)
+    return result
+
+
+def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
+    session.catalog.ensure_registered(table_names(tree.expression))
+    result = session.spark.sql(statement)
+    props = tree.args.get("properties")
+    temporary = props is not None and props.find(exp.TemporaryProperty) is not None
+    if not temporary:
+        view = _target_table(tree)
+        name = normalize(f"{view.db}.{view.name}" if view.db else view.name)
+        definition = tree.copy()
+        definition.set("replace", True)
+        definition.set("exists", False)
+        session.catalog.record_view(name, to_spark(definition))
+    return result
+
+
+def _drop(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, exp.Drop)
+    kind = (tree.args.get("kind") or "").upper()
+    if kind not in ("TABLE", "VIEW"):
+        session.catalog.ensure_registered(table_names(tree))
+        return session.spark.sql(statement)
+    names = [normalize(f"{t.db}.{t.name}" if t.db else t.name) for t in tree.find_all(exp.Table)]
+    session.catalog.ensure_registered(names)
+    dropped = [obj for obj in map(session.catalog.lookup, names) if obj is not None]
+    result = session.spark.sql(statement)
+    for obj in dropped:
+        if obj["kind"] == "TABLE" and obj["managed"]:
+            fs.delete(session.spark, obj["location"])
+        session.catalog.forget(obj["name"])
+    return result
+
+
+def _set_change_tracking(session: Session, tree: exp.Expression, statement: str) -> Any:
+    table = tree.this
+    name = f"{table.db}.{table.name}" if table.db else table.name
+    path_based = table.db.lower() == "delta" and "/" in table.name
+    if not path_based:
+        session.catalog.ensure_registered([name])
+    target = f"delta.`{table.name}`" if path_based else quote(name)
+    enabled = tree.args["enabled"].this
+    props = CHANGE_TRACKING_PROPERTIES if enabled else {"delta.enableChangeDataFeed": "false"}
+    rendered = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+    return session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+
+
+HANDLERS: dict[type[exp.Expression], Handler] = {
+    SetChangeTracking: _set_change_tracking,
+    exp.Create: _create,
+    exp.Drop: _drop,
+}

@@ -1,0 +1,60 @@
+"""Turn Spark's exceptions into dtables errors whose message names the statement, the object and the problem.
+
+Spark's own message carries an error class, parameters, a SQLSTATE and often a whole logical plan; users need the
+first sentence and the object. The raw text stays on the error (``cause``) for debugging.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dtables.errors import ObjectNotFound, SqlError
+
+# Error classes (prefixes) and how to say them. Parameters come from getMessageParameters().
+_NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "SCHEMA_NOT_FOUND",
+              "VIEW_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE")
+_COLUMN = ("UNRESOLVED_COLUMN", "FIELD_NOT_FOUND", "DELTA_COLUMN_NOT_FOUND")
+_TYPE = ("CAST_INVALID_INPUT", "DATATYPE_MISMATCH", "INCOMPATIBLE_DATA_FOR_TABLE", "CAST_OVERFLOW",
+         "DELTA_FAILED_TO_MERGE_FIELDS", "INVALID_FORMAT", "DELTA_MERGE_INCOMPATIBLE_DATATYPE",
+         "NUMERIC_VALUE_OUT_OF_RANGE", "INSERT_COLUMN_ARITY_MISMATCH")
+
+
+def short_statement(statement: str, limit: int = 120) -> str:
+    one_line = " ".join(statement.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+
+
+def first_sentences(message: str) -> str:
+    """The human part of a Spark message: no ``[CLASS]`` prefix, SQLSTATE, position or plan."""
+    text = message.strip().split("\n")[0]
+    text = re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", text)
+    text = re.split(r"\s*SQLSTATE:", text)[0]
+    return text.strip().rstrip(";")
+
+
+def translate(error: Exception, statement: str) -> SqlError:
+    condition = ""
+    params: dict[str, str] = {}
+    if hasattr(error, "getCondition"):
+        try:
+            condition = error.getCondition() or ""  # type: ignore[attr-defined]
+            params = error.getMessageParameters() or {}  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - some wrapped Java errors carry no class
+            pass
+    raw = str(error)
+    detail = first_sentences(raw)
+    where = f" in statement: {short_statement(statement)}"
+    if condition.startswith(_NOT_FOUND):
+        name = params.get("relationName") or params.get("tableName") or params.get("schemaName") or ""
+        what = f"table or view {name} does not exist" if name else detail
+        return ObjectNotFound(f"{what}{where}", statement, raw)
+    if condition.startswith(_COLUMN):
+        name = params.get("objectName") or params.get("fieldName") or ""
+        hint = f" (known columns: {params['proposal']})" if params.get("proposal") else ""
+        what = f"column {name} does not exist{hint}" if name else detail
+        return SqlError(f"{what}{where}", statement, raw)
+    if condition.startswith(_TYPE):
+        return SqlError(f"type mismatch: {detail}{where}", statement, raw)
+    if condition.startswith("PARSE_SYNTAX_ERROR") or "ParseException" in type(error).__name__:
+        return SqlError(f"syntax error: {detail}{where}", statement, raw)
+    return SqlError(f"{detail or type(error).__name__}{where}", statement, raw)

@@ -1,0 +1,84 @@
+"""SQLite-backed state store.
+
+One file per warehouse (``<warehouse>/_dtables/state.sqlite`` for local warehouses; elsewhere a setting). Connections
+are opened per call with WAL journaling and a busy timeout, so several processes (CLI, daemon, tests) can share it.
+Everything in it that matters for correctness can be rebuilt from the Delta logs (design.md, section 2).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dtables.errors import StateStoreError
+from dtables.state.migrations import MIGRATIONS
+
+
+class StateStore:
+    def __init__(self, path: str | Path, migrations: Sequence[str] = MIGRATIONS):
+        self.path = Path(path)
+        self._migrations = tuple(migrations)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._migrate()
+        except sqlite3.Error as e:
+            raise StateStoreError(f"cannot open state store {self.path}: {e}") from e
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection in one transaction: committed on success, rolled back on error."""
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+
+    @property
+    def schema_version(self) -> int:
+        with self.connect() as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        with self.connect() as conn:
+            current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if current > len(self._migrations):
+                raise StateStoreError(
+                    f"state store {self.path} has schema version {current}, newer than this dtables "
+                    f"({len(self._migrations)}); upgrade dtables")
+            for version, script in enumerate(self._migrations[current:], start=current + 1):
+                for statement in _statements(script):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self.connect() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        with self.connect() as conn:
+            conn.execute(sql, params)
+
+
+def _statements(script: str) -> list[str]:
+    # sqlite3's executescript would commit our transaction; split on complete statements instead.
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
