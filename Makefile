@@ -1,0 +1,28 @@
+# Two commands for a fresh machine:  `make demo` (install everything, run the example)  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-all bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m dtables.spark.jars
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(PY) projects_example/quickstart.py
+
+test: setup
+	$(PY) -m pytest -q
+
+test-all: setup
+	$(PY) -m pytest -q -m ''
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
