@@ -54,6 +54,16 @@ class BaseTable:
         return ChangeStats(inserts="INSERT" in actions, deletes="DELETE" in actions)
 
 
+def _literal(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return repr(v) if not hasattr(v, "as_tuple") else f"{v}BD"
+
+
 class ViewSources:
     """A `Sources` over temp views registered by `TableSet.register`."""
 
@@ -96,7 +106,15 @@ class TableSet:
         self.sources = ViewSources(self.views)
 
     def _view(self, name: str, rows: list[Row], ddl: str) -> None:
-        self.spark.createDataFrame(rows, schema=ddl).createOrReplaceTempView(name)
+        # Inline VALUES instead of createDataFrame: no Python worker round trip per query.
+        cols = [c.strip().split(" ", 1) for c in ddl.split(", ")]
+        casts = ", ".join(f"CAST(c{i} AS {ty}) AS {col}" for i, (col, ty) in enumerate(cols))
+        if rows:
+            values = ", ".join("(" + ", ".join(_literal(v) for v in r) + ")" for r in rows)
+            body = f"SELECT {casts} FROM VALUES {values} AS v({', '.join(f'c{i}' for i in range(len(cols)))})"
+        else:
+            body = f"SELECT {casts} FROM (SELECT {', '.join(f'NULL AS c{i}' for i in range(len(cols)))}) WHERE false"
+        self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {body}")
 
     def schema(self) -> dict[str, dict[str, str]]:
         return {n: dict(t.columns) for n, t in self.tables.items()}

@@ -1,0 +1,65 @@
+"""Property tests: for random data and DML, the minimum delta applied to Q|I0 gives Q|I1.
+
+Each example runs a few Spark queries, so example counts are modest; the heavier combinations are
+marked slow (run with `-m slow`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from diff_harness import BaseTable, TableSet, check_oracle
+from dml_strategies import two_tables
+
+QUICK = {
+    "filter_project": "SELECT k, v + 1 AS v1 FROM r WHERE v > 0 OR k IS NULL",
+    "inner_join": "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k",
+    "left_join": "SELECT r.k, r.v, s.w FROM r LEFT JOIN s ON r.k = s.k",
+    "group_by_all_aggregates": (
+        "SELECT k, COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av, MIN(v) AS mn, MAX(v) AS mx, "
+        "COUNT(DISTINCT v) AS cd, COUNT(v) AS cv FROM r GROUP BY k"
+    ),
+    "scalar_aggregate": "SELECT COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av FROM r",
+    "union_distinct": "SELECT k FROM r UNION SELECT k FROM s",
+    "join_under_aggregate": "SELECT r.k, COUNT(*) AS c, SUM(s.w) AS sw FROM r JOIN s ON r.k = s.k GROUP BY r.k",
+}
+
+SLOW = {
+    "cross_join_filter": "SELECT r.v, s.w FROM r, s WHERE r.v < s.w",
+    "right_join": "SELECT r.v, s.k, s.w FROM r RIGHT JOIN s ON r.k = s.k",
+    "full_join_residual": "SELECT r.k AS rk, r.v, s.k AS sk, s.w FROM r FULL JOIN s ON r.k = s.k AND r.v <= s.w",
+    "having": "SELECT k, SUM(v) AS sm FROM r GROUP BY k HAVING COUNT(*) > 1",
+    "union_all_of_filters": "SELECT k, v FROM r WHERE v > 1 UNION ALL SELECT k, v FROM r WHERE v <= 2",
+    "distinct_over_join": "SELECT DISTINCT r.v, s.w FROM r JOIN s ON r.k = s.k",
+    "aggregate_under_join": (
+        "SELECT a.k, a.c, s.w FROM (SELECT k, COUNT(*) AS c FROM r GROUP BY k) a JOIN s ON a.k = s.k"
+    ),
+    "outer_join_under_aggregate": "SELECT r.k, COUNT(s.w) AS c, MAX(s.w) AS m FROM r LEFT JOIN s ON r.k = s.k GROUP BY r.k",
+    "self_join": "SELECT a.v, b.v AS v2 FROM r a JOIN r b ON a.k = b.k",
+    "cte_full_join": "WITH x AS (SELECT k, v FROM r WHERE v IS NOT NULL) SELECT x.k, s.w FROM x FULL JOIN s ON x.k = s.k",
+    "expressions": (
+        "SELECT CASE WHEN v > 1 THEN 'big' ELSE 'small' END AS size, COALESCE(k, -1) AS k2, "
+        "concat('x', CAST(v AS STRING)) AS label FROM r WHERE v IS NOT NULL"
+    ),
+}
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                       HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("sql", list(QUICK.values()), ids=list(QUICK))
+@settings(max_examples=10, **_SETTINGS)  # type: ignore[arg-type]
+@given(data=two_tables())
+def test_minimum_delta_oracle(spark: Any, sql: str, data: dict[str, BaseTable]) -> None:
+    check_oracle(TableSet(spark, data), sql)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sql", list(SLOW.values()), ids=list(SLOW))
+@settings(max_examples=20, **_SETTINGS)  # type: ignore[arg-type]
+@given(data=two_tables())
+def test_minimum_delta_oracle_combinations(spark: Any, sql: str, data: dict[str, BaseTable]) -> None:
+    check_oracle(TableSet(spark, data), sql)
