@@ -32,7 +32,7 @@ def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
         tree = query.copy()
     if not isinstance(tree, exp.Query):
         raise UnsupportedQuery(f"expected a query, got {type(tree).__name__}", type(tree).__name__, position_of(tree))
-    check_buildable(tree)
+    check_buildable(tree, query if isinstance(query, str) else None)
     try:
         tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
     except SqlglotError as e:

@@ -38,6 +38,27 @@ def position_of(node: exp.Expression) -> str:
     return f"line {best[0]}, column {best[1]}" if best else ""
 
 
+def _earliest_offset(node: exp.Expression) -> int | None:
+    starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
+    return min(starts) if starts else None
+
+
+def keyword_position(sql: str | None, keyword: str, anchor: exp.Expression, fallback: exp.Expression) -> str:
+    """Position of the last `keyword` in `sql` before the first token of `anchor`.
+
+    Keywords such as LIMIT, EXISTS or EXCEPT leave no token position in sqlglot's tree, so we look
+    for them in the text just before the expression they introduce.
+    """
+    offset = _earliest_offset(anchor)
+    if sql is None or offset is None:
+        return position_of(fallback)
+    at = sql.upper().rfind(keyword, 0, offset)
+    if at < 0:
+        return position_of(fallback)
+    line = sql.count("\n", 0, at) + 1
+    return f"line {line}, column {at - (sql.rfind(chr(10), 0, at) + 1) + 1}"
+
+
 def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQuery:
     return UnsupportedQuery(message, construct, position_of(node))
 
@@ -46,30 +67,35 @@ def _is_from_or_join_subquery(sub: exp.Subquery) -> bool:
     return isinstance(sub.parent, (exp.From, exp.Join))
 
 
-def check_buildable(tree: exp.Expression) -> None:
-    """Raise UnsupportedQuery for the first construct the plan IR cannot represent."""
+def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
+    """Raise UnsupportedQuery for the first construct the plan IR cannot represent (`sql`: its text)."""
     for node in tree.walk():
         if isinstance(node, exp.Window):
             raise _refuse("window function is not supported", "window function", node)
         if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)):
             construct = "LIMIT" if isinstance(node, exp.Limit) else type(node).__name__.upper()
-            # The keyword has no position of its own; the query it limits does.
-            raise UnsupportedQuery(f"{construct} is not supported", construct, position_of(node.parent or node))
+            pos = keyword_position(sql, construct, node, node.parent or node)
+            raise UnsupportedQuery(f"{construct} is not supported", construct, pos)
         if isinstance(node, (exp.Except, exp.Intersect)):
             name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
-            raise _refuse(f"set operation {name} is not supported", name, node)
+            pos = keyword_position(sql, name, node.expression, node)
+            raise UnsupportedQuery(f"set operation {name} is not supported", name, pos)
         if isinstance(node, exp.Exists):
-            raise _refuse("EXISTS subquery (semi/anti join) is not supported", "EXISTS subquery", node)
+            pos = keyword_position(sql, "EXISTS", node, node)
+            raise UnsupportedQuery("EXISTS subquery (semi/anti join) is not supported", "EXISTS subquery", pos)
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise _refuse("IN subquery (semi/anti join) is not supported", "IN subquery", node)
         if isinstance(node, exp.Lateral):
             raise _refuse("LATERAL is not supported", "LATERAL", node)
         if isinstance(node, exp.Subquery) and not _is_from_or_join_subquery(node):
-            raise _refuse("scalar subquery is not supported", "scalar subquery", node)
+            pos = keyword_position(sql, "SELECT", node, node)
+            raise UnsupportedQuery("scalar subquery is not supported", "scalar subquery", pos)
         if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
             raise _refuse(f"{node.kind.upper()} JOIN is not supported", f"{node.kind.upper()} JOIN", node)
         if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
-            raise _refuse("GROUPING SETS / ROLLUP / CUBE is not supported", "grouping sets", node)
+            word = {exp.Cube: "CUBE", exp.Rollup: "ROLLUP"}.get(type(node), "GROUPING SETS")
+            pos = keyword_position(sql, word, node, node)
+            raise UnsupportedQuery(f"{word} is not supported", "grouping sets", pos)
         if isinstance(node, (exp.Pivot, exp.Unnest, exp.Explode)):
             raise _refuse(f"{type(node).__name__.upper()} is not supported", type(node).__name__.upper(), node)
 
