@@ -20,6 +20,8 @@ from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
+from dtables.sql import dynamic_syntax
+
 
 class SetChangeTracking(exp.Expression):
     """``ALTER TABLE t SET CHANGE_TRACKING = TRUE | FALSE``."""
@@ -43,8 +45,8 @@ def _parse_set_change_tracking(p: DtablesParser) -> exp.Expression | None:
     return SetChangeTracking(this=table, enabled=exp.Boolean(this=value.name.upper() == "TRUE"))
 
 
-# Ordered: the first parser that recognises the statement wins. Later issues append their statements.
-DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking]
+# Ordered: the first parser that recognises the statement wins.
+DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynamic_syntax.PARSERS]
 
 
 class DtablesParser(SparkParser):

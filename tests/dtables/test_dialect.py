@@ -34,3 +34,39 @@ def test_set_change_tracking_statement():
 
 def test_split_statements_keeps_text_and_ignores_empty():
     assert split_statements("SELECT 1; ; SELECT ';' ;\nSELECT 2") == ["SELECT 1", "SELECT ';'", "SELECT 2"]
+
+
+def test_create_dynamic_table_statement():
+    from dtables.sql.dynamic_syntax import CreateDynamicTable
+
+    tree = parse_one("CREATE OR REPLACE DYNAMIC TABLE d (a COMMENT 'x', b) TARGET_LAG = '5 minutes' "
+                     "REFRESH_MODE = INCREMENTAL INITIALIZE = ON_SCHEDULE COMMENT = 'hi' AS SELECT a, b FROM t")
+    assert isinstance(tree, CreateDynamicTable)
+    assert tree.args["target_lag"].name == "5 minutes"
+    assert tree.args["refresh_mode"].name == "INCREMENTAL"
+    assert tree.args["initialize"].name == "ON_SCHEDULE"
+    assert tree.args["query"].sql() == "SELECT a, b FROM t"
+    assert parse_one("CREATE DYNAMIC TABLE d TARGET_LAG = DOWNSTREAM AS SELECT 1").args["target_lag"].name == "DOWNSTREAM"
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("CREATE DYNAMIC TABLE d REFRESH_MODE = FAST AS SELECT 1", "REFRESH_MODE must be one of AUTO, INCREMENTAL, FULL"),
+    ("CREATE DYNAMIC TABLE d AS SELECT 1", "needs TARGET_LAG"),
+    ("CREATE DYNAMIC TABLE d TARGET_LAG = '1 minute' SPEED = 3 AS SELECT 1", "unknown dynamic table setting"),
+])
+def test_bad_dynamic_table_statements_name_the_problem(sql, message):
+    from sqlglot.errors import ParseError
+
+    with pytest.raises(ParseError, match=message):
+        parse_one(sql)
+
+
+@pytest.mark.parametrize(("sql", "kind"), [
+    ("ALTER DYNAMIC TABLE d REFRESH", "AlterDynamicTable"),
+    ("ALTER DYNAMIC TABLE d SET TARGET_LAG = '1 hour'", "AlterDynamicTable"),
+    ("DROP DYNAMIC TABLE IF EXISTS d", "DropDynamicTable"),
+    ("SHOW DYNAMIC TABLES LIKE 'a%'", "ShowDynamicTables"),
+    ("DESCRIBE DYNAMIC TABLE d", "DescribeDynamicTable"),
+])
+def test_other_dynamic_table_statements(sql, kind):
+    assert type(parse_one(sql)).__name__ == kind

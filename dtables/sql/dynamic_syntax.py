@@ -1,0 +1,154 @@
+"""Syntax of dynamic-table statements (Snowflake's spelling), parsed into the expression classes below.
+
+    CREATE [OR REPLACE] DYNAMIC TABLE [IF NOT EXISTS] d [(col [COMMENT '...'], ...)]
+        TARGET_LAG = '<n> seconds|minutes|hours|days' | DOWNSTREAM
+        [REFRESH_MODE = AUTO | INCREMENTAL | FULL] [INITIALIZE = ON_CREATE | ON_SCHEDULE] [COMMENT = '...']
+        AS SELECT ...
+    ALTER DYNAMIC TABLE d REFRESH | SUSPEND | RESUME | SET TARGET_LAG = ...
+    DROP DYNAMIC TABLE [IF EXISTS] d
+    SHOW DYNAMIC TABLES [LIKE 'pattern']
+    DESCRIBE | DESC DYNAMIC TABLE d
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+if TYPE_CHECKING:
+    from dtables.sql.dialect import DtablesParser
+
+REFRESH_MODES = ("AUTO", "INCREMENTAL", "FULL")
+INITIALIZE_MODES = ("ON_CREATE", "ON_SCHEDULE")
+
+
+class CreateDynamicTable(exp.Expression):
+    arg_types = {"this": True, "query": True, "target_lag": True, "refresh_mode": False, "initialize": False,
+                 "comment": False, "columns": False, "replace": False, "exists": False}
+
+
+class AlterDynamicTable(exp.Expression):
+    """``action`` is REFRESH, SUSPEND, RESUME or SET_TARGET_LAG (then ``target_lag`` holds the new lag)."""
+
+    arg_types = {"this": True, "action": True, "target_lag": False}
+
+
+class DropDynamicTable(exp.Expression):
+    arg_types = {"this": True, "exists": False}
+
+
+class ShowDynamicTables(exp.Expression):
+    arg_types = {"like": False}
+
+
+class DescribeDynamicTable(exp.Expression):
+    arg_types = {"this": True}
+
+
+def _lag_value(p: DtablesParser) -> str:
+    if p._match(TokenType.STRING):
+        return p._prev.text
+    word = p._parse_var(any_token=True)
+    if word is None or word.name.upper() != "DOWNSTREAM":
+        p.raise_error("TARGET_LAG must be a string like '5 minutes' or DOWNSTREAM")
+    return "DOWNSTREAM"
+
+
+def _choice(p: DtablesParser, key: str, allowed: tuple[str, ...]) -> str:
+    word = p._parse_var(any_token=True)
+    value = word.name.upper() if word is not None else ""
+    if value not in allowed:
+        p.raise_error(f"{key} must be one of {', '.join(allowed)}, not {value or 'nothing'}")
+    return value
+
+
+def parse_create_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+    if not p._match_text_seq("CREATE"):
+        return None
+    replace = p._match_text_seq("OR", "REPLACE")
+    if not p._match_text_seq("DYNAMIC", "TABLE"):
+        return None
+    exists = p._match_text_seq("IF", "NOT", "EXISTS")
+    name = p._parse_table_parts(schema=True)
+    columns: list[exp.Expression] = []
+    if p._match(TokenType.L_PAREN):
+        columns = p._parse_csv(p._parse_field_def)
+        p._match_r_paren()
+    settings: dict[str, str] = {}
+    while not p._match(TokenType.ALIAS):  # AS
+        if p._curr is None:
+            p.raise_error("expected AS SELECT ... after the dynamic table's settings")
+            return None
+        key = (p._parse_var(any_token=True) or exp.var("")).name.upper()
+        p._match(TokenType.EQ)
+        if key == "TARGET_LAG":
+            settings[key] = _lag_value(p)
+        elif key == "REFRESH_MODE":
+            settings[key] = _choice(p, key, REFRESH_MODES)
+        elif key == "INITIALIZE":
+            settings[key] = _choice(p, key, INITIALIZE_MODES)
+        elif key == "COMMENT" and p._match(TokenType.STRING):
+            settings[key] = p._prev.text
+        elif key == "WAREHOUSE":  # accepted for Snowflake scripts; dtables has no warehouses to pick
+            p._parse_var(any_token=True)
+        else:
+            p.raise_error(f"unknown dynamic table setting {key or p._curr.text!r}; expected TARGET_LAG, "
+                          "REFRESH_MODE, INITIALIZE or COMMENT")
+    if "TARGET_LAG" not in settings:
+        p.raise_error("a dynamic table needs TARGET_LAG = '<n> minutes' or TARGET_LAG = DOWNSTREAM")
+    query = p._parse_select()
+    if query is None:
+        p.raise_error("expected a SELECT after AS")
+    return CreateDynamicTable(
+        this=name, query=query, target_lag=exp.Literal.string(settings["TARGET_LAG"]),
+        refresh_mode=exp.var(settings.get("REFRESH_MODE", "AUTO")),
+        initialize=exp.var(settings.get("INITIALIZE", "ON_CREATE")),
+        comment=exp.Literal.string(settings["COMMENT"]) if "COMMENT" in settings else None,
+        columns=columns or None, replace=replace, exists=exists)
+
+
+def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+    if not p._match_text_seq("ALTER", "DYNAMIC", "TABLE"):
+        return None
+    name = p._parse_table_parts()
+    if p._match_text_seq("SET", "TARGET_LAG"):
+        p._match(TokenType.EQ)
+        return AlterDynamicTable(this=name, action=exp.var("SET_TARGET_LAG"),
+                                 target_lag=exp.Literal.string(_lag_value(p)))
+    action = _choice(p, "ALTER DYNAMIC TABLE action", ("REFRESH", "SUSPEND", "RESUME"))
+    return AlterDynamicTable(this=name, action=exp.var(action))
+
+
+def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+    if not p._match_text_seq("DROP", "DYNAMIC", "TABLE"):
+        return None
+    exists = p._match_text_seq("IF", "EXISTS")
+    return DropDynamicTable(this=p._parse_table_parts(), exists=exists)
+
+
+_SHOW = re.compile(r"^\s*DYNAMIC\s+TABLES(?:\s+LIKE\s+'([^']*)')?\s*$", re.IGNORECASE)
+
+
+def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expression | None:
+    # The tokenizer treats SHOW as a command keyword and hands over the rest of the statement as one string.
+    if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
+        return None
+    match = _SHOW.match(p._prev.text)
+    if match is None:
+        return None
+    return ShowDynamicTables(like=exp.Literal.string(match.group(1)) if match.group(1) is not None else None)
+
+
+def parse_describe_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+    if not (p._match_text_seq("DESCRIBE") or p._match_text_seq("DESC")):
+        return None
+    if not p._match_text_seq("DYNAMIC", "TABLE"):
+        return None
+    return DescribeDynamicTable(this=p._parse_table_parts())
+
+
+PARSERS = (parse_create_dynamic_table, parse_alter_dynamic_table, parse_drop_dynamic_table,
+           parse_show_dynamic_tables, parse_describe_dynamic_table)
