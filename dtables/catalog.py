@@ -14,6 +14,8 @@ from typing import Any
 from dtables.state import StateStore
 
 DEFAULT_DB = "default"
+# Kinds of catalog objects stored as Delta tables (the rest, VIEW, are re-created from their definition).
+TABLE_KINDS = ("TABLE", "DYNAMIC_TABLE")
 
 # Table properties that turn on change tracking: Change Data Feed, and row tracking for stable row ids.
 CHANGE_TRACKING_PROPERTIES = {
@@ -59,10 +61,11 @@ class Catalog:
             sql, params = sql + " WHERE kind = ?", (kind,)
         return [dict(r) for r in self.store.query(sql + " ORDER BY name", params)]
 
-    def record_table(self, name: str, location: str, managed: bool) -> None:
+    def record_table(self, name: str, location: str, managed: bool, kind: str = "TABLE") -> None:
+        assert kind in TABLE_KINDS
         self.store.execute(
-            "INSERT OR REPLACE INTO objects(name, kind, location, managed) VALUES (?, 'TABLE', ?, ?)",
-            (normalize(name), location, int(managed)))
+            "INSERT OR REPLACE INTO objects(name, kind, location, managed) VALUES (?, ?, ?, ?)",
+            (normalize(name), kind, location, int(managed)))
         self._registered.add(normalize(name))
 
     def record_view(self, name: str, definition: str) -> None:
@@ -88,7 +91,7 @@ class Catalog:
             db, _ = key.split(".")
             if db != DEFAULT_DB:
                 self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{db}`")
-            if obj["kind"] == "TABLE":
+            if obj["kind"] in TABLE_KINDS:
                 self.spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(key)} USING DELTA LOCATION '{obj['location']}'")
             else:
                 from dtables.sql.references import referenced_tables

@@ -228,6 +228,9 @@ def _drop(session: Session, tree: exp.Expression, statement: str) -> Any:
     names = [normalize(f"{t.db}.{t.name}" if t.db else t.name) for t in tree.find_all(exp.Table)]
     session.catalog.ensure_registered(names)
     dropped = [obj for obj in map(session.catalog.lookup, names) if obj is not None]
+    for obj in dropped:
+        if obj["kind"] == "DYNAMIC_TABLE":
+            raise SqlError(f"{obj['name']} is a dynamic table; use DROP DYNAMIC TABLE {obj['name']}", statement)
     result = session.spark.sql(statement)
     for obj in dropped:
         if obj["kind"] == "TABLE" and obj["managed"]:
