@@ -1,0 +1,104 @@
+"""Change reads of Delta tables: what changed in a table between two versions (paper sections 2.1, 3.2.2-3.2.4).
+
+Public API (the SQL ``CHANGES(...) AT(...) END(...)`` clause and ``session.changes`` are built on it)::
+
+    interval = resolve_interval(spark, "people", at=Bound.version(1))          # (1, latest]
+    read = read_changes(spark, interval, "DEFAULT")                            # or "APPEND_ONLY"
+    read.df, read.shape, read.plan.to_text()
+    change_stats(spark, interval)   # ChangeStats(inserts, deletes): log only, no Spark job
+    redundant_delta(spark, interval), snapshot(spark, "people", 3)             # for the differentiation engine
+
+How changes are found (the row-identity choice). Tables carry Delta row tracking: every row has a stable id
+(``_metadata.row_id``) that updates, MERGE and copy-on-write rewrites preserve, and a row commit version. A change
+read walks the JSON commits of the interval to find the data files it removed and added, nets them out (a file
+added and removed inside the interval is never read), and scans only the net-removed files (rows as at the start:
+DELETE candidates) and the net-added files (rows as at the end: INSERT candidates), directly from parquet, with
+``row_id = coalesce(materialized id, baseRowId + row_index)`` computed from the log's add/remove actions. Rows are
+consolidated by one full outer join on the id (MINIMIZE shape) only when the interval both removed and added
+files; otherwise the scan result is the answer (ADDED_ONLY / REMOVED_ONLY), and an interval that touched no file
+is NO_DATA without a Spark job.
+
+Why not the alternatives (measured on a 2,000,000-row, 16-file table, 0.1% of rows updated, local[2]):
+- Delta's Change Data Feed (``table_changes``): 1.3 s, but its rows carry no row id (``_metadata.row_id`` is not
+  available on it), so updates across commits cannot be paired and ROW_ID cannot be stable.
+- Spark 4.2's ``SELECT * FROM t CHANGES FROM VERSION a TO VERSION b``: parses, but Delta's catalog answers
+  UNSUPPORTED_FEATURE.CHANGE_DATA_CAPTURE.
+- Delta time-travel scans filtered on ``_metadata.file_path``: correct ids, but Delta's file index does not prune
+  on that filter (a one-file filter took as long as the full scan), so every read costs two full snapshots. It is
+  kept as the fallback for tables with deletion vectors or column mapping.
+- Chosen approach: 6.7 s for the MINIMIZE read vs 40 s for the naive EXCEPT ALL of two snapshots (both ways).
+
+Cost: proportional to the rows of the files the interval touched, not to the rows that changed. With
+copy-on-write a scattered 0.1% update rewrites most files, and the read then scans those files twice (still a
+fraction of the naive way, which shuffles both whole snapshots); clustered changes touch few files and cost little.
+
+Deletion vectors: dtables creates its tables with ``delta.enableDeletionVectors = false`` (also Delta 4.4's default
+for new tables). With deletion vectors a data file's rows depend on the version, so direct parquet reads would be
+wrong; such intervals fall back to Delta time-travel scans (correct, unpruned).
+"""
+
+from __future__ import annotations
+
+from dtables.changes.errors import (
+    HistoryNotRetained,
+    InvalidInterval,
+    NotADeltaTable,
+    TrackingDisabled,
+    VersionNotFound,
+)
+from dtables.changes.interval import Bound, Interval, resolve_interval, resolve_location
+from dtables.changes.reader import (
+    ACTION,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    DELTA_ACTION,
+    DELTA_ROW_ID,
+    ISUPDATE,
+    METADATA_COLUMNS,
+    ROW_ID,
+    ChangeRead,
+    explain_changes,
+    read_changes,
+    redundant_delta,
+    snapshot,
+)
+from dtables.changes.shapes import ChangePlan, ChangeStats, FileScan, Shape, change_stats, plan_changes
+
+# Properties dtables sets on every table it creates so that changes can be read exactly and cheaply.
+TRACKED_TABLE_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableRowTracking": "true",
+    "delta.enableDeletionVectors": "false",
+}
+
+__all__ = [
+    "ACTION",
+    "COMMIT_TIMESTAMP",
+    "COMMIT_VERSION",
+    "DELTA_ACTION",
+    "DELTA_ROW_ID",
+    "ISUPDATE",
+    "METADATA_COLUMNS",
+    "ROW_ID",
+    "TRACKED_TABLE_PROPERTIES",
+    "Bound",
+    "ChangePlan",
+    "ChangeRead",
+    "ChangeStats",
+    "FileScan",
+    "HistoryNotRetained",
+    "Interval",
+    "InvalidInterval",
+    "NotADeltaTable",
+    "Shape",
+    "TrackingDisabled",
+    "VersionNotFound",
+    "change_stats",
+    "explain_changes",
+    "plan_changes",
+    "read_changes",
+    "redundant_delta",
+    "resolve_interval",
+    "resolve_location",
+    "snapshot",
+]

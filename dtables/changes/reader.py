@@ -1,0 +1,248 @@
+"""Executing change reads: the CHANGES result (minimum delta or append-only), the redundant delta for the
+differentiation engine, and snapshots with the same row ids.
+
+Consolidation (MINIMIZE shape). Row-tracking ids are unique within a snapshot, so the removed side (rows of the
+net-removed files, as at the interval start) holds each id at most once, and so does the added side (rows of the
+net-added files, as at the end). One full outer join on the id classifies every row:
+
+- both sides, equal values   -> unchanged (copied by copy-on-write, or updated back): nothing;
+- both sides, values differ  -> UPDATE: DELETE(old) + INSERT(new), ISUPDATE true, same ROW_ID;
+- removed side only          -> DELETE;   added side only -> INSERT (inserted, possibly updated later: one INSERT).
+
+ADDED_ONLY and REMOVED_ONLY skip the join (paper 4.2); NO_DATA returns an empty frame without a Spark job.
+
+Commit metadata of a change row. INSERT: ``METADATA$COMMIT_VERSION`` is the row's row-commit version, i.e. the
+commit that produced this row state (its insert or its last update). DELETE of an updated row: the version of its
+INSERT half (the update that replaced it). DELETE of a deleted row: the first commit of the interval that removed
+the data file holding the row at the interval start; with copy-on-write that commit may have rewritten the file
+and kept the row (deleting it only later), so this is the earliest commit that could have deleted it.
+``METADATA$COMMIT_TIMESTAMP`` is that commit's timestamp (Delta's time-travel timestamp of the version).
+
+ROW_ID is ``md5(<Delta table id> ':' <row-tracking id>)``: opaque, stable across updates (Delta preserves the
+row-tracking id of updated and copied rows), unique within the table and distinct between tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dtables.changes.errors import TrackingDisabled, VersionNotFound
+from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
+from dtables.changes.log import TableMetadata
+from dtables.changes.scan import FILE, FRESH, RCV, RID, scan_files, table_schema
+from dtables.changes.shapes import ChangePlan, Shape, check_files_retained, plan_changes
+
+ACTION = "METADATA$ACTION"
+ISUPDATE = "METADATA$ISUPDATE"
+ROW_ID = "METADATA$ROW_ID"
+COMMIT_VERSION = "METADATA$COMMIT_VERSION"
+COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
+METADATA_COLUMNS = (ACTION, ISUPDATE, ROW_ID, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+DELTA_ACTION = "__action"  # redundant delta / snapshot columns, for the differentiation engine
+DELTA_ROW_ID = "__row_id"
+
+
+@dataclass(frozen=True)
+class ChangeRead:
+    """The result of a change read: ``df`` (table columns in order, then the ``METADATA$`` columns), the plan
+    shape it ran with, the interval, and the full plan (``plan.to_text()`` is what EXPLAIN shows)."""
+
+    df: DataFrame
+    shape: Shape
+    interval: Interval
+    plan: ChangePlan
+
+
+def row_id_string(table_id: str, row_id: Column) -> Column:
+    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id."""
+    return F.md5(F.concat(F.lit(table_id + ":"), row_id.cast("string")))
+
+
+def _commit_timestamp(plan: ChangePlan, version: Column) -> Column:
+    pairs = [
+        x
+        for v, ms in plan.commit_timestamps_ms
+        for x in (F.lit(v).cast("long"), F.lit(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)))
+    ]
+    mapping = F.create_map(*pairs) if pairs else F.create_map().cast(T.MapType(T.LongType(), T.TimestampType()))
+    return F.try_element_at(mapping, version)
+
+
+def _removed_at(plan: ChangePlan) -> Column:
+    pairs = [x for name, v in plan.removed_at for x in (F.lit(name), F.lit(v).cast("long"))]
+    mapping = F.create_map(*pairs) if pairs else F.create_map().cast(T.MapType(T.StringType(), T.LongType()))
+    return F.try_element_at(mapping, F.col(FILE))
+
+
+def _output_schema(metadata: TableMetadata) -> T.StructType:
+    return T.StructType(
+        table_schema(metadata).fields
+        + [
+            T.StructField(ACTION, T.StringType(), False),
+            T.StructField(ISUPDATE, T.BooleanType(), False),
+            T.StructField(ROW_ID, T.StringType(), False),
+            T.StructField(COMMIT_VERSION, T.LongType(), True),
+            T.StructField(COMMIT_TIMESTAMP, T.TimestampType(), True),
+        ]
+    )
+
+
+def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
+    """From (table columns, action, is_update, __rid, version) to the public CHANGES columns."""
+    return df.select(
+        *[F.col(f"`{c}`") for c in columns],
+        F.col(ACTION),
+        F.col(ISUPDATE),
+        row_id_string(plan.metadata.table_id, F.col(RID)).alias(ROW_ID),
+        F.col(COMMIT_VERSION),
+        _commit_timestamp(plan, F.col(COMMIT_VERSION)).alias(COMMIT_TIMESTAMP),
+    )
+
+
+def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: list[str]) -> DataFrame:
+    row = lambda: F.struct(*[F.col(f"`{c}`") for c in columns])  # noqa: E731
+    old = removed.select(row().alias("o_row"), F.col(RID).alias("o_rid"), _removed_at(plan).alias("o_ver"))
+    new = added.select(row().alias("n_row"), F.col(RID).alias("n_rid"), F.col(RCV).alias("n_ver"))
+    joined = old.join(new, F.col("o_rid") == F.col("n_rid"), "full_outer")
+    both = F.col("o_rid").isNotNull() & F.col("n_rid").isNotNull()
+    unchanged = both & F.col("o_row").eqNullSafe(F.col("n_row"))
+    change = lambda r, action, rid, ver: F.struct(  # noqa: E731
+        F.col(r).alias("row"),
+        F.lit(action).alias(ACTION),
+        both.alias(ISUPDATE),
+        F.col(rid).alias(RID),
+        ver.alias(COMMIT_VERSION),
+    )
+    delete = F.when(F.col("o_rid").isNotNull() & ~unchanged, change("o_row", "DELETE", "o_rid",
+                                                                    F.coalesce(F.col("n_ver"), F.col("o_ver"))))
+    insert = F.when(F.col("n_rid").isNotNull() & ~unchanged, change("n_row", "INSERT", "n_rid", F.col("n_ver")))
+    # One pass over the join result (not a union of two selects, which would run the join twice).
+    exploded = joined.select(F.explode(F.array(delete, insert)).alias("c")).where(F.col("c").isNotNull())
+    return exploded.select(
+        *[F.col("c.row").getField(c).alias(c) for c in columns],
+        F.col("c").getField(ACTION).alias(ACTION),
+        F.col("c").getField(ISUPDATE).alias(ISUPDATE),
+        F.col("c").getField(RID).alias(RID),
+        F.col("c").getField(COMMIT_VERSION).alias(COMMIT_VERSION),
+    )
+
+
+def _side(df: DataFrame, columns: list[str], action: str, version: Column) -> DataFrame:
+    return df.select(
+        *[F.col(f"`{c}`") for c in columns],
+        F.lit(action).alias(ACTION),
+        F.lit(False).alias(ISUPDATE),
+        F.col(RID),
+        version.cast("long").alias(COMMIT_VERSION),
+    )
+
+
+def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
+    """The CHANGES DataFrame of a plan (lazy: building it runs no Spark job)."""
+    schema = _output_schema(plan.metadata)
+    columns = [f.name for f in table_schema(plan.metadata).fields]
+    if plan.shape == "NO_DATA":
+        return spark.createDataFrame([], schema)
+    check_files_retained(spark, plan)
+    location = plan.interval.location
+    if plan.information == "APPEND_ONLY":
+        parts = [
+            scan_files(spark, location, plan.metadata, scan).where(F.col(FRESH)) for scan in plan.inserted
+        ]
+        inserted = parts[0]
+        for part in parts[1:]:
+            inserted = inserted.unionByName(part)
+        return _finish(plan, _side(inserted, columns, "INSERT", F.col(RCV)), columns)
+    removed = scan_files(spark, location, plan.metadata, plan.removed) if plan.removed else None
+    added = scan_files(spark, location, plan.metadata, plan.added) if plan.added else None
+    if plan.shape == "ADDED_ONLY":
+        assert added is not None
+        return _finish(plan, _side(added, columns, "INSERT", F.col(RCV)), columns)
+    if plan.shape == "REMOVED_ONLY":
+        assert removed is not None
+        return _finish(plan, _side(removed, columns, "DELETE", _removed_at(plan)), columns)
+    assert removed is not None and added is not None
+    return _finish(plan, _minimize(plan, removed, added, columns), columns)
+
+
+def read_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangeRead:
+    """Changes of ``interval`` in ``information`` format: ``DEFAULT`` (minimum delta) or ``APPEND_ONLY``.
+
+    DEFAULT: the smallest set of INSERT/DELETE rows that turns the table at ``start_version`` into the table at
+    ``end_version``. A row inserted and deleted inside the interval is absent; inserted then updated is one
+    INSERT (ISUPDATE false); an update is a DELETE+INSERT pair with ISUPDATE true and the same ROW_ID; a row
+    updated back to its original values is absent. APPEND_ONLY: every row inserted inside the interval, with the
+    values it was inserted with, whatever happened to it later (updates and deletes are ignored).
+
+    The result is lazy; building it reads only the Delta log (no Spark job). Raises HistoryNotRetained when a
+    data file it needs was vacuumed.
+    """
+    plan = plan_changes(spark, interval, information)
+    return ChangeRead(execute_plan(spark, plan), plan.shape, interval, plan)
+
+
+def explain_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangePlan:
+    """The plan a change read would run (shape, files, scans), without running it: ``.shape``, ``.to_text()``."""
+    return plan_changes(spark, interval, information)
+
+
+def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
+    """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
+
+    Rows of the net-removed files as DELETE, rows of the net-added files as INSERT, unconsolidated: rows copied
+    by copy-on-write appear as a cancelling DELETE/INSERT pair (same id and values). Applying it to the table at
+    the interval start (as multisets) gives the table at the end. For the differentiation engine, which
+    consolidates where its rules need a minimum delta.
+    """
+    plan = plan_changes(spark, interval, "DEFAULT")
+    columns = [f.name for f in table_schema(plan.metadata).fields]
+    out_schema = T.StructType(
+        table_schema(plan.metadata).fields
+        + [T.StructField(DELTA_ACTION, T.StringType(), False), T.StructField(DELTA_ROW_ID, T.StringType(), False)]
+    )
+    if plan.shape == "NO_DATA":
+        return spark.createDataFrame([], out_schema)
+    check_files_retained(spark, plan)
+    parts = []
+    for scan, action in ((plan.removed, "DELETE"), (plan.added, "INSERT")):
+        if scan is None:
+            continue
+        df = scan_files(spark, plan.interval.location, plan.metadata, scan)
+        parts.append(
+            df.select(
+                *[F.col(f"`{c}`") for c in columns],
+                F.lit(action).alias(DELTA_ACTION),
+                row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
+            )
+        )
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+def snapshot(spark: Any, table: str, version: int, *, location: str | None = None) -> DataFrame:
+    """The table at ``version`` (time travel): table columns + ``__row_id``, the same ids change reads give."""
+    location = location or resolve_location(spark, table)
+    log = open_log(spark, Interval(table, version, version, location))
+    if not 0 <= version <= log.latest_version:
+        raise VersionNotFound(
+            f"snapshot of {table}: version {version} does not exist; the table has versions 0 to "
+            f"{log.latest_version}"
+        )
+    meta = log.metadata_at(version)
+    if not meta.row_tracking:
+        raise TrackingDisabled(
+            f"snapshot of {table} at version {version}: row tracking was off at that version, so rows have no "
+            f"ids; turn it on with {ENABLE_TRACKING_FIX.format(table=table)} and use a later version"
+        )
+    columns = [f.name for f in table_schema(meta).fields]
+    df = spark.read.format("delta").option("versionAsOf", version).load(location)
+    return df.select(
+        *[F.col(f"`{c}`") for c in columns],
+        row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(DELTA_ROW_ID),
+    )

@@ -1,0 +1,253 @@
+"""Planning a change read from the log alone: which data files to scan, and the plan shape (paper, 4.2).
+
+A commit replaces whole data files: an INSERT adds files, a copy-on-write UPDATE/DELETE/MERGE removes the files it
+touched and adds rewritten ones. Over an interval ``(start, end]`` only the *net* file changes matter:
+
+- files present at ``start`` and gone at ``end`` hold the rows that may have been deleted or updated (the
+  "removed" side, read as the table was at ``start``);
+- files present at ``end`` and absent at ``start`` hold the rows that may have been inserted or updated (the
+  "added" side, read at ``end``);
+- files added and removed inside the interval are never read: every row they held was either inserted and
+  deleted inside the interval (no net change) or copied on into a later file that is read.
+
+The plan shape then follows from the sides: NO_DATA (neither, no Spark job at all), ADDED_ONLY (only added files:
+every row is an INSERT, no consolidation), REMOVED_ONLY (only removed files: every row a DELETE), MINIMIZE (both:
+rows are consolidated by row id, see ``reader``). APPEND_ONLY reads the files first added inside the interval and
+keeps the rows they introduced, so its shape is ADDED_ONLY or NO_DATA.
+
+A plan is a frozen record built before anything runs (``plan_changes``) and executed by ``reader``; tests and
+EXPLAIN inspect it without Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from dtables.changes.errors import HistoryNotRetained, InvalidInterval
+from dtables.changes.interval import Interval, open_log
+from dtables.changes.log import DeltaLog, FileAction, TableMetadata
+from dtables.changes.storage import Storage, join
+
+Shape = Literal["NO_DATA", "ADDED_ONLY", "REMOVED_ONLY", "MINIMIZE"]
+Information = Literal["DEFAULT", "APPEND_ONLY"]
+INFORMATION_VALUES: tuple[str, ...] = ("DEFAULT", "APPEND_ONLY")
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """Rows of some data files as the table held them at ``version``.
+
+    ``direct``: the files are read straight from parquet (pruned to exactly these files; their content never
+    changes, so the version does not matter). Otherwise a Delta time-travel scan at ``version`` filtered on the
+    file names: needed when deletion vectors or column mapping make the parquet content differ from the rows.
+    """
+
+    files: tuple[FileAction, ...]
+    version: int
+    direct: bool
+
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        return tuple(unquote(f.file_name) for f in self.files)
+
+    @property
+    def estimated_rows(self) -> int | None:
+        counts = [f.num_records for f in self.files]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+@dataclass(frozen=True)
+class ChangeStats:
+    """What the interval did, read from the log only (no Spark job): used to pick plan shapes."""
+
+    inserts: bool
+    deletes: bool
+    added_files: int = 0
+    removed_files: int = 0
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """Everything a change read will do, decided before any Spark job runs."""
+
+    interval: Interval
+    information: Information
+    shape: Shape
+    metadata: TableMetadata = field(compare=False)
+    removed: FileScan | None = None  # read at the interval start: DELETE candidates
+    added: FileScan | None = None  # read at the interval end: INSERT candidates
+    inserted: tuple[FileScan, ...] = ()  # APPEND_ONLY: files first added inside the interval
+    removed_at: tuple[tuple[str, int], ...] = ()  # file name -> first commit of the interval that removed it
+    commit_timestamps_ms: tuple[tuple[int, int], ...] = ()  # version -> commit timestamp (epoch ms)
+
+    @property
+    def stats(self) -> ChangeStats:
+        return ChangeStats(
+            inserts=self.added is not None or bool(self.inserted),
+            deletes=self.removed is not None,
+            added_files=len(self.added.files) if self.added else sum(len(s.files) for s in self.inserted),
+            removed_files=len(self.removed.files) if self.removed else 0,
+        )
+
+    def to_text(self) -> str:
+        """Deterministic, human-readable form used by EXPLAIN and error messages."""
+
+        def side(name: str, scan: FileScan | None) -> str:
+            if scan is None:
+                return f"  {name}: none"
+            how = "parquet files directly" if scan.direct else f"Delta scan at version {scan.version}"
+            rows = scan.estimated_rows
+            return f"  {name}: {len(scan.files)} file(s), {'?' if rows is None else rows} row(s), via {how}"
+
+        lines = [
+            f"CHANGES(INFORMATION => {self.information}) of {self.interval}",
+            f"  shape: {self.shape}",
+        ]
+        if self.information == "APPEND_ONLY":
+            for scan in self.inserted:
+                lines.append(side("inserted", scan))
+        else:
+            lines += [side("removed (at start)", self.removed), side("added (at end)", self.added)]
+        return "\n".join(lines)
+
+
+@dataclass
+class _FileHistory:
+    """What the interval did to one data file path (mutable only while the log is being walked)."""
+
+    first: FileAction
+    first_version: int
+    last: FileAction
+    removed_at: int | None = None
+    has_deletion_vector: bool = False
+    actions: int = 0
+
+
+def _walk(log: DeltaLog, interval: Interval) -> dict[str, _FileHistory]:
+    history: dict[str, _FileHistory] = {}
+    for version in range(interval.start_version + 1, interval.end_version + 1):
+        commit = log.commit(version)
+        # Removes before adds: a deletion-vector update removes and re-adds the same path in one commit, and the
+        # file must count as present at the start.
+        ordered = [a for a in commit.files if a.kind == "remove"] + [a for a in commit.files if a.kind == "add"]
+        for action in ordered:
+            h = history.get(action.path)
+            if h is None:
+                h = history[action.path] = _FileHistory(first=action, first_version=version, last=action)
+            h.last = action
+            h.actions += 1
+            h.has_deletion_vector |= action.has_deletion_vector
+            if action.kind == "remove" and h.removed_at is None:
+                h.removed_at = version
+    return history
+
+
+def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: list[str]) -> set[str]:
+    """Which of ``uncertain`` paths (first seen as a non-data-change add, e.g. OPTIMIZE output or a statistics
+    re-add) were in the table at the start. Rare, so a listing of the start snapshot's files is acceptable."""
+    if not uncertain:
+        return set()
+    files = (
+        spark.read.format("delta").option("versionAsOf", interval.start_version).load(log.location).inputFiles()
+    )
+    names = {unquote(f.rsplit("/", 1)[-1]) for f in files}
+    return {p for p in uncertain if unquote(p.rsplit("/", 1)[-1]) in names}
+
+
+def plan_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangePlan:
+    """Decide how to read the changes of ``interval``: the files of each side, how to scan them, the shape.
+
+    Reads only the Delta log (plus, rarely, the file list of the start snapshot, see ``_present_at_start``).
+    """
+    information = information.upper()
+    if information not in INFORMATION_VALUES:
+        raise InvalidInterval(
+            f"changes of {interval.table}: INFORMATION => {information} is not a change format; "
+            f"use DEFAULT or APPEND_ONLY"
+        )
+    log = open_log(spark, interval)
+    end_meta = log.metadata_at(interval.end_version)
+    timestamps = log.commit_timestamps()
+    commit_ts = tuple(
+        (v, timestamps[v]) for v in range(interval.start_version + 1, interval.end_version + 1) if v in timestamps
+    )
+    base = dict(interval=interval, information=information, metadata=end_meta, commit_timestamps_ms=commit_ts)
+    if interval.is_empty:
+        return ChangePlan(shape="NO_DATA", **base)  # type: ignore[arg-type]
+    history = _walk(log, interval)
+    # Parquet content equals the table rows only without column mapping; deletion vectors are handled per side.
+    direct_ok = end_meta.column_mapping == "none"
+
+    if information == "APPEND_ONLY":
+        by_version: dict[tuple[int, bool], list[FileAction]] = {}
+        for h in history.values():
+            if h.first.kind == "add" and h.first.data_change:
+                direct = direct_ok and not h.first.has_deletion_vector and h.first.base_row_id is not None
+                by_version.setdefault((h.first_version, direct), []).append(h.first)
+        # Direct scans do not depend on the version: merge them into one scan.
+        direct_files = tuple(f for (v, d), fs in sorted(by_version.items()) if d for f in fs)
+        scans = [FileScan(direct_files, interval.end_version, True)] if direct_files else []
+        scans += [FileScan(tuple(fs), v, False) for (v, d), fs in sorted(by_version.items()) if not d]
+        return ChangePlan(
+            shape="ADDED_ONLY" if scans else "NO_DATA", inserted=tuple(scans), **base  # type: ignore[arg-type]
+        )
+
+    uncertain = [p for p, h in history.items() if h.first.kind == "add" and not h.first.data_change]
+    maybe_present = _present_at_start(spark, log, interval, uncertain)
+    removed: list[FileAction] = []
+    added: list[FileAction] = []
+    removed_at: list[tuple[str, int]] = []
+    deletion_vectors = False
+    for path, h in history.items():
+        at_start = h.first.kind == "remove" or path in maybe_present
+        at_end = h.last.kind == "add"
+        if at_start and at_end and not h.has_deletion_vector:
+            continue  # same immutable file at both ends: same rows, nothing changed
+        deletion_vectors |= h.has_deletion_vector
+        if at_start:
+            removed.append(h.first)
+            removed_at.append((unquote(h.first.file_name), h.removed_at or interval.end_version))
+        if at_end:
+            added.append(h.last)
+    direct_removed = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in removed)
+    direct_added = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in added)
+    removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed) if removed else None
+    added_scan = FileScan(tuple(added), interval.end_version, direct_added) if added else None
+    shape: Shape = (
+        "MINIMIZE"
+        if removed and added
+        else "ADDED_ONLY"
+        if added
+        else "REMOVED_ONLY"
+        if removed
+        else "NO_DATA"
+    )
+    return ChangePlan(
+        shape=shape,
+        removed=removed_scan,
+        added=added_scan,
+        removed_at=tuple(sorted(removed_at)),
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def check_files_retained(spark: Any, plan: ChangePlan) -> None:
+    """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed."""
+    storage = Storage(spark, plan.interval.location)
+    scans = [s for s in (plan.removed, plan.added, *plan.inserted) if s is not None]
+    for scan in scans:
+        for f in scan.files:
+            if not storage.exists(join(plan.interval.location, unquote(f.path))):
+                raise HistoryNotRetained(
+                    f"changes of {plan.interval}: data file {f.path} that held the table's rows is gone "
+                    f"(VACUUM removed it after its retention period); changes that old can no longer be read. "
+                    f"Read a later interval, a stream this old is stale and must be recreated; keep files longer "
+                    f"with delta.deletedFileRetentionDuration"
+                )
+
+
+def change_stats(spark: Any, interval: Interval) -> ChangeStats:
+    """Whether the interval inserted and/or deleted rows (at file granularity), from the Delta log only."""
+    return plan_changes(spark, interval, "DEFAULT").stats

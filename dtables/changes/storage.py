@@ -1,0 +1,107 @@
+"""Minimal file access for a table's location: list a folder, read a small text file, test existence.
+
+Local tables (``file:`` URIs or plain paths) are read with Python directly: no JVM round trip, no Spark job. Any
+other scheme (s3a:, abfss:, hdfs:, ...) goes through the Hadoop FileSystem of the Spark session's JVM, so the same
+credentials and settings Spark uses apply. Spark Connect sessions can only read local tables here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file in a listing: its name (no folder) and modification time in epoch milliseconds."""
+
+    name: str
+    mtime_ms: int
+
+
+def is_local(uri: str) -> bool:
+    return urlparse(uri).scheme in ("", "file")
+
+
+def local_path(uri: str) -> str:
+    """``file:/a/b%20c`` -> ``/a/b c``; plain paths unchanged."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def join(base: str, relative: str) -> str:
+    """Join a table location and a path from the Delta log (which may itself be absolute)."""
+    if urlparse(relative).scheme:
+        return relative
+    return base.rstrip("/") + "/" + relative
+
+
+class Storage:
+    """File operations on one table location; ``spark`` is only used for non-local schemes."""
+
+    def __init__(self, spark: Any, location: str):
+        self.location = location.rstrip("/")
+        self._spark = spark
+        self._local = is_local(location)
+
+    def _hadoop(self, uri: str) -> tuple[Any, Any]:
+        jvm = self._spark._jvm  # a classic (non-Connect) session is required for remote storage
+        path = jvm.org.apache.hadoop.fs.Path(uri)
+        fs = path.getFileSystem(self._spark._jsc.hadoopConfiguration())
+        return fs, path
+
+    def list_dir(self, relative: str) -> list[FileEntry]:
+        """Files directly inside ``location/relative``; empty when the folder does not exist."""
+        uri = join(self.location, relative)
+        if self._local:
+            folder = local_path(uri)
+            if not os.path.isdir(folder):
+                return []
+            return [
+                FileEntry(e.name, int(e.stat().st_mtime * 1000))
+                for e in os.scandir(folder)
+                if e.is_file()
+            ]
+        fs, path = self._hadoop(uri)
+        if not fs.exists(path):
+            return []
+        return [
+            FileEntry(s.getPath().getName(), int(s.getModificationTime()))
+            for s in fs.listStatus(path)
+            if s.isFile()
+        ]
+
+    def read_text(self, relative: str) -> str | None:
+        """The file's text, or None when it does not exist."""
+        uri = join(self.location, relative)
+        if self._local:
+            try:
+                with open(local_path(uri), encoding="utf-8") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
+        fs, path = self._hadoop(uri)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            reader = self._spark._jvm.java.io.BufferedReader(
+                self._spark._jvm.java.io.InputStreamReader(stream, "UTF-8")
+            )
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(line)
+                line = reader.readLine()
+            return "\n".join(lines)
+        finally:
+            stream.close()
+
+    def exists(self, uri: str) -> bool:
+        """Whether an absolute file URI (as built by :func:`join`) exists."""
+        if self._local:
+            return os.path.exists(local_path(uri))
+        fs, path = self._hadoop(uri)
+        return bool(fs.exists(path))
