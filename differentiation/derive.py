@@ -73,9 +73,15 @@ def differentiate(
     information: ChangeFormat = ChangeFormat.DEFAULT,
     stats: Mapping[str, ChangeStats] | None = None,
     *,
+    state: str | None = None,
     rules: tuple[tuple[type, Rule], ...] = RULES,
 ) -> Derivative:
     """Δ plan over an interval. `stats` per base table (missing = may have inserts and deletes).
+
+    `state`: relation SQL of the previous result stored with its helper columns (see
+    `render_snapshot(..., with_state_columns=True)`); when the plan is Project(Aggregate) of
+    COUNT/SUM/AVG, the aggregate is maintained algebraically from it (new = old + ΣΔ); otherwise
+    it is ignored and the affected-keys rule recomputes touched groups from Q|I0 and Q|I1.
 
     Raises UnsupportedQuery when the plan cannot be maintained incrementally, or when APPEND_ONLY is
     asked of a non-monotonic plan (naming the operator).
@@ -93,7 +99,7 @@ def differentiate(
     shape = _shape(plan, changed, stats, append_only)
     if shape == "NO_DATA":
         return Derivative(plan, Empty(plan), shape, information)
-    ctx = DeriveContext(changed=changed, append_only=append_only)
+    ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan)
     delta = replace(Delta(plan), dict(rules), ctx)
     if shape == "MINIMIZE":
         delta = Consolidate(delta)

@@ -11,6 +11,7 @@ from differentiation.delta_nodes import At
 from differentiation.derive import ChangeFormat, Derivative, differentiate
 from differentiation.plan import Node
 from differentiation.render import q, render_plan
+from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
 from differentiation.sources import Sources, When
 
 
@@ -32,9 +33,18 @@ def render_changes(d: Derivative, sources: Sources) -> str:
             f"__row_id AS `METADATA$ROW_ID` FROM ({body}) AS changes")
 
 
-def render_snapshot(plan: Node, sources: Sources, when: When = "end") -> str:
-    """A SELECT of the query's columns and `__row_id` at I0 ("start") or I1 ("end"), ids as in changes."""
+def render_snapshot(plan: Node, sources: Sources, when: When = "end", *, with_state_columns: bool = False) -> str:
+    """A SELECT of the query's columns and `__row_id` at I0 ("start") or I1 ("end"), ids as in changes.
+
+    `with_state_columns` appends the helper columns a stored state needs for the algebraic
+    aggregate rule (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`); ValueError if the plan has none.
+    """
     cols = ", ".join(q(c) for c in plan.columns())
+    if with_state_columns:
+        full = with_state_columns_of(plan)
+        helpers = [c for c in full.columns() if c not in plan.columns()]
+        cols += ", " + ", ".join(q(c) for c in helpers)
+        plan = full
     return f"SELECT {cols}, __row_id FROM ({render_plan(At(plan, when), sources)}) AS snapshot"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from differentiation.delta_nodes import At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Sum
+from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta
 from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
 from differentiation.sources import Sources
 
@@ -52,6 +53,7 @@ class Renderer:
             Aggregate: self._aggregate, UnionAll: self._union, Distinct: self._distinct,
             At: self._at, ChangeRead: self._change_read, Empty: self._empty, Signed: self._signed,
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
+            AlgebraicAggregateDelta: self._algebraic,
         }
 
     def render(self, node: Node, when: str | None = None) -> str:
@@ -167,6 +169,12 @@ class Renderer:
             )
         return (f"SELECT * FROM ({self.render(node.child, when)}) AS t "
                 f"LEFT SEMI JOIN ({self.render(node.keys, when)}) AS k ON {on}")
+
+    def _algebraic(self, node: Node, when: str | None) -> str:
+        from differentiation.render_algebraic import render_algebraic
+
+        assert isinstance(node, AlgebraicAggregateDelta)
+        return render_algebraic(node, lambda n: self.render(n, when))
 
     def _consolidate(self, node: Node, when: str | None) -> str:
         assert isinstance(node, Consolidate)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from differentiation.plan import Aggregate, Distinct, Filter, Join, Project, Scan, UnionAll
 from differentiation.rewrite import Rule
-from differentiation.rules.aggregate import derive_aggregate
+from differentiation.rules.aggregate import derive_aggregate_any
 from differentiation.rules.distinct import derive_distinct
 from differentiation.rules.filter_project import derive_filter, derive_project, derive_scan
 from differentiation.rules.join import derive_join
@@ -17,7 +17,7 @@ RULES: tuple[tuple[type, Rule], ...] = (
     (Filter, derive_filter),
     (Project, derive_project),
     (Join, derive_join),
-    (Aggregate, derive_aggregate),
+    (Aggregate, derive_aggregate_any),
     (UnionAll, derive_union_all),
     (Distinct, derive_distinct),
 )

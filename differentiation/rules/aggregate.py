@@ -25,3 +25,10 @@ def derive_aggregate(node: Delta, *, ctx: DeriveContext) -> Node:
         return Signed(agg.copy(child=Restrict(At(agg.child, when), (key_exprs,), keys)), action)
 
     return Sum((side("start", "DELETE"), side("end", "INSERT")))
+
+
+def derive_aggregate_any(node: Delta, *, ctx: DeriveContext) -> Node:
+    """The aggregate rule: algebraic from a stored state when possible, else affected keys."""
+    from differentiation.rules.aggregate_algebraic import derive_aggregate_algebraic
+
+    return derive_aggregate_algebraic(node, ctx=ctx) or derive_aggregate(node, ctx=ctx)

@@ -133,9 +133,13 @@ class TableSet:
         return [tuple(r) for r in self.spark.sql(tree.sql(dialect="spark")).collect()]
 
     def changes(self, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
-                use_stats: bool = True) -> ChangeResult:
+                use_stats: bool = True, use_state: bool = False) -> ChangeResult:
         plan = build_plan(sql, self.schema())
-        d = differentiate(plan, information, self.stats() if use_stats else None)
+        # A dynamic table's stored previous result: the snapshot at I0 with helper columns.
+        state = f"({render_snapshot(plan, self.sources, 'start', with_state_columns=True)})" if use_state else None
+        d = differentiate(plan, information, self.stats() if use_stats else None, state=state)
+        if use_state and d.shape != "NO_DATA":
+            assert "algebraic" in d.to_text(), "the algebraic aggregate rule did not apply"
         change_sql = render_changes(d, self.sources)
         rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
         start = [tuple(r) for r in self.spark.sql(render_snapshot(plan, self.sources, "start")).collect()]
@@ -171,9 +175,9 @@ def check_minimum_delta(changes: Sequence[tuple[Any, ...]]) -> None:
 
 
 def check_oracle(ts: TableSet, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
-                 use_stats: bool = True) -> ChangeResult:
+                 use_stats: bool = True, use_state: bool = False) -> ChangeResult:
     """Run the full oracle for `sql` over `ts`; returns the result for further assertions."""
-    res = ts.changes(sql, information, use_stats)
+    res = ts.changes(sql, information, use_stats, use_state)
     for snap in (res.start, res.end):
         ids = [r[-1] for r in snap]
         assert len(ids) == len(set(ids)), "row ids are not unique in a snapshot"

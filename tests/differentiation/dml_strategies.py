@@ -59,3 +59,10 @@ S_COLUMNS = {"k": "INT", "w": "INT"}
 
 def two_tables() -> st.SearchStrategy[dict[str, BaseTable]]:
     return st.fixed_dictionaries({"r": table_history("r", R_COLUMNS), "s": table_history("s", S_COLUMNS)})
+
+
+M_COLUMNS = {"k": "INT", "d": "DECIMAL(10,2)"}
+
+
+def decimal_table() -> st.SearchStrategy[dict[str, BaseTable]]:
+    return st.fixed_dictionaries({"m": table_history("m", M_COLUMNS, max_rows=6)})
