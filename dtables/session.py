@@ -52,6 +52,27 @@ class Session:
         self.catalog.ensure_registered([name])
         return self.spark.table(name)
 
+    def refresh(self, names: str | list[str], *, data_timestamp: Any = None, raise_on_failure: bool = True) -> list:
+        """Refresh dynamic tables and the dynamic tables they read to one data timestamp (default: now).
+
+        Returns the history records (``dtables.dynamic.history.RefreshRecord``), upstreams first; raises
+        ``RefreshFailed`` naming the table and cause when one did not succeed (unless ``raise_on_failure=False``).
+        """
+        from dtables.dynamic.errors import RefreshFailed
+        from dtables.dynamic.executor import refresh
+
+        records = refresh(self, [names] if isinstance(names, str) else names, data_timestamp=data_timestamp)
+        bad = [r for r in records if r.state != "SUCCEEDED"]
+        if bad and raise_on_failure:
+            raise RefreshFailed(bad[-1].error or f"refresh of {bad[-1].name} ended {bad[-1].state}", tuple(records))
+        return records
+
+    def history(self, name: str | None = None, since: Any = None) -> Any:
+        """Refresh history (one row per refresh, oldest first) as a DataFrame; same as ``dtables.refresh_history``."""
+        from dtables.dynamic.history import dataframe
+
+        return dataframe(self, name, since)
+
     def close(self) -> None:
         """Release the session; stops Spark only if this session started it."""
         if self._owns_spark:

@@ -156,10 +156,13 @@ def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: 
     return {p for p in uncertain if unquote(p.rsplit("/", 1)[-1]) in names}
 
 
-def plan_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangePlan:
+def plan_changes(
+    spark: Any, interval: Interval, information: str = "DEFAULT", *, force_delta_scan: bool = False
+) -> ChangePlan:
     """Decide how to read the changes of ``interval``: the files of each side, how to scan them, the shape.
 
     Reads only the Delta log (plus, rarely, the file list of the start snapshot, see ``_present_at_start``).
+    ``force_delta_scan`` plans Delta time-travel scans even where direct parquet reads would do (for checks).
     """
     information = information.upper()
     if information not in INFORMATION_VALUES:
@@ -178,7 +181,7 @@ def plan_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -
         return ChangePlan(shape="NO_DATA", **base)  # type: ignore[arg-type]
     history = _walk(log, interval)
     # Parquet content equals the table rows only without column mapping; deletion vectors are handled per side.
-    direct_ok = end_meta.column_mapping == "none"
+    direct_ok = end_meta.column_mapping == "none" and not force_delta_scan
 
     if information == "APPEND_ONLY":
         by_version: dict[tuple[int, bool], list[FileAction]] = {}

@@ -18,6 +18,8 @@ from sqlglot.tokens import TokenType
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, normalize, quote
 from dtables.errors import SqlError
+from dtables.dynamic.history import point_at_virtual_tables
+from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.spark import fs
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.references import table_names
@@ -131,6 +133,7 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         handler = _handler_for(tree)
         if handler is not None:
             return handler(session, tree, statement)
+        tree, statement = point_at_virtual_tables(session, tree, statement)
         session.catalog.ensure_registered(table_names(tree))
         return session.spark.sql(statement)
     except SqlError:
@@ -256,4 +259,5 @@ HANDLERS: dict[type[exp.Expression], Handler] = {
     SetChangeTracking: _set_change_tracking,
     exp.Create: _create,
     exp.Drop: _drop,
+    **DYNAMIC_TABLE_HANDLERS,
 }

@@ -1,0 +1,166 @@
+"""Paper listings 1, 2, 4 and 5 (section 2.1) as tests: the people table, its mutations, and its changes.
+
+Row ids are opaque, so they are checked for their pattern: equal where the paper's are equal (within and across
+listings), different where the paper's differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from changes_helpers import assert_same_rows
+from dtables.changes import Bound, plan_changes, read_changes, resolve_interval, snapshot
+from dtables.changes.reader import execute_plan
+
+MUTATIONS = [  # Listing 2, one commit each (versions 2..5; version 1 is Listing 1's insert)
+    "INSERT INTO {t} VALUES (3, 'Walter'), (4, 'Maud'), (5, 'Uli')",
+    "UPDATE {t} SET name = 'Jeffrey' WHERE id = 1",
+    "UPDATE {t} SET name = 'Maude' WHERE id = 4",
+    "DELETE FROM {t} WHERE id IN (2, 5)",
+]
+
+
+@pytest.fixture(scope="module")
+def people(spark: Any, make_table: Any, run: Any) -> str:
+    table = make_table("id INT, name STRING")
+    run(table, "INSERT INTO {t} VALUES (1, 'Jeff'), (2, 'Donny')", *MUTATIONS)
+    return table
+
+
+def _rows(df: Any) -> list[tuple]:
+    return [tuple(r) for r in df.collect()]
+
+
+def _ids_by_name(rows: list[tuple], name_index: int = 1, id_index: int = -1) -> dict[str, str]:
+    return {r[name_index]: r[id_index] for r in rows}
+
+
+def test_listings_1_and_2_table_states(spark: Any, people: str) -> None:
+    assert_same_rows(snapshot(spark, people, 1).select("id", "name").collect(), [(1, "Jeff"), (2, "Donny")])
+    assert_same_rows(
+        snapshot(spark, people, 5).select("id", "name").collect(), [(1, "Jeffrey"), (3, "Walter"), (4, "Maude")]
+    )
+
+
+def test_listing_4_append_only(spark: Any, people: str) -> None:
+    read = read_changes(spark, resolve_interval(spark, people, at=Bound.version(1)), "APPEND_ONLY")
+    rows = _rows(read.df.select("id", "name", "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"))
+    assert_same_rows(
+        [r[:4] for r in rows],
+        [(3, "Walter", "INSERT", False), (4, "Maud", "INSERT", False), (5, "Uli", "INSERT", False)],
+    )
+    assert len({r[4] for r in rows}) == 3
+    assert read.shape == "ADDED_ONLY"
+
+
+def test_listing_5_minimum_delta(spark: Any, people: str) -> None:
+    read = read_changes(spark, resolve_interval(spark, people, at=Bound.version(1)), "DEFAULT")
+    rows = _rows(read.df.select("id", "name", "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"))
+    assert_same_rows(
+        [r[:4] for r in rows],
+        [
+            (3, "Walter", "INSERT", False),
+            (1, "Jeff", "DELETE", True),
+            (1, "Jeffrey", "INSERT", True),
+            (4, "Maude", "INSERT", False),
+            (2, "Donny", "DELETE", False),
+        ],
+    )
+    ids = _ids_by_name(rows)
+    assert ids["Jeff"] == ids["Jeffrey"]
+    assert len({ids["Walter"], ids["Jeff"], ids["Maude"], ids["Donny"]}) == 4
+    assert read.shape == "MINIMIZE"
+
+
+def test_row_ids_agree_across_listings_and_snapshots(spark: Any, people: str) -> None:
+    interval = resolve_interval(spark, people, at=Bound.version(1))
+    append_ids = _ids_by_name(_rows(read_changes(spark, interval, "APPEND_ONLY").df.select("id", "name", "METADATA$ROW_ID")))
+    delta_ids = _ids_by_name(_rows(read_changes(spark, interval).df.select("id", "name", "METADATA$ROW_ID")))
+    # Listing 4's Maud (e4d0387c) is Listing 5's Maude; Walter keeps 5ca38031 in both.
+    assert append_ids["Maud"] == delta_ids["Maude"]
+    assert append_ids["Walter"] == delta_ids["Walter"]
+    assert append_ids["Uli"] not in delta_ids.values()
+    start_ids = _ids_by_name(_rows(snapshot(spark, people, 1)))
+    end_ids = _ids_by_name(_rows(snapshot(spark, people, 5)))
+    assert start_ids["Jeff"] == end_ids["Jeffrey"] == delta_ids["Jeff"]
+    assert start_ids["Donny"] == delta_ids["Donny"]
+
+
+def test_commit_metadata_names_the_commit_that_made_each_row_state(spark: Any, people: str) -> None:
+    read = read_changes(spark, resolve_interval(spark, people, at=Bound.version(1)))
+    versions = {
+        (r["name"], r["METADATA$ACTION"]): r["METADATA$COMMIT_VERSION"]
+        for r in read.df.select("name", "METADATA$ACTION", "METADATA$COMMIT_VERSION").collect()
+    }
+    # Walter inserted by v2, Jeff->Jeffrey by v3 (both halves), Maude's state by v4, Donny deleted by v5.
+    assert versions == {
+        ("Walter", "INSERT"): 2,
+        ("Jeff", "DELETE"): 3,
+        ("Jeffrey", "INSERT"): 3,
+        ("Maude", "INSERT"): 4,
+        ("Donny", "DELETE"): 5,
+    }
+    history = {r["version"]: r["timestamp"] for r in spark.sql(f"DESCRIBE HISTORY {people}").collect()}
+    for r in read.df.select("METADATA$COMMIT_VERSION", "METADATA$COMMIT_TIMESTAMP").collect():
+        assert r[1] == history[r[0]]
+
+
+def test_at_timestamp_of_listing_1_reads_listing_5(spark: Any, people: str) -> None:
+    """``AT(TS => 12:00)``: the latest version committed at or before the time of Listing 1's state."""
+    history = {r["version"]: r["timestamp"] for r in spark.sql(f"DESCRIBE HISTORY {people}").collect()}
+    interval = resolve_interval(spark, people, at=Bound.timestamp(history[1]))
+    assert (interval.start_version, interval.end_version) == (1, 5)
+    before = resolve_interval(spark, people, before=Bound.timestamp(history[2]), end=Bound.timestamp(history[5]))
+    assert (before.start_version, before.end_version) == (1, 5)
+    assert resolve_interval(spark, people, before=Bound.version(2)) == interval
+
+
+def test_delta_scan_fallback_gives_the_same_changes(spark: Any, people: str) -> None:
+    """The fallback (Delta time-travel scans, used with deletion vectors or column mapping) must equal the
+    direct parquet path row for row, ids included."""
+    interval = resolve_interval(spark, people, at=Bound.version(1))
+    for information in ("DEFAULT", "APPEND_ONLY"):
+        plan = plan_changes(spark, interval, information)
+        assert all(s.direct for s in (plan.removed, plan.added, *plan.inserted) if s is not None)
+        fallback = plan_changes(spark, interval, information, force_delta_scan=True)
+        assert not any(s.direct for s in (fallback.removed, fallback.added, *fallback.inserted) if s is not None)
+        assert_same_rows(execute_plan(spark, fallback).collect(), execute_plan(spark, plan).collect())
+
+
+def test_deletion_vector_tables_give_the_same_changes(spark: Any, make_table: Any, run: Any) -> None:
+    table = make_table(
+        "id INT, name STRING",
+        "delta.enableChangeDataFeed = true, delta.enableRowTracking = true, delta.enableDeletionVectors = true",
+    )
+    run(table, "INSERT INTO {t} VALUES (1, 'Jeff'), (2, 'Donny')", *MUTATIONS)
+    read = read_changes(spark, resolve_interval(spark, table, at=Bound.version(1)))
+    assert_same_rows(
+        read.df.select("id", "name", "METADATA$ACTION", "METADATA$ISUPDATE").collect(),
+        [
+            (3, "Walter", "INSERT", False),
+            (1, "Jeff", "DELETE", True),
+            (1, "Jeffrey", "INSERT", True),
+            (4, "Maude", "INSERT", False),
+            (2, "Donny", "DELETE", False),
+        ],
+    )
+    append = read_changes(spark, resolve_interval(spark, table, at=Bound.version(1)), "APPEND_ONLY")
+    assert_same_rows(append.df.select("id", "name").collect(), [(3, "Walter"), (4, "Maud"), (5, "Uli")])
+
+
+def test_catalog_table_names_work_like_paths(spark: Any, tmp_path: Any) -> None:
+    spark.sql("DROP TABLE IF EXISTS changes_people")
+    spark.sql(
+        f"CREATE TABLE changes_people (id INT, name STRING) USING delta LOCATION '{tmp_path / 'people'}' "
+        "TBLPROPERTIES (delta.enableRowTracking = true, delta.enableChangeDataFeed = true)"
+    )
+    try:
+        spark.sql("INSERT INTO changes_people VALUES (1, 'Jeff'), (2, 'Donny')")
+        for statement in MUTATIONS:
+            spark.sql(statement.replace("{t}", "changes_people"))
+        read = read_changes(spark, resolve_interval(spark, "changes_people", at=Bound.version(1)))
+        assert read.df.count() == 5
+    finally:
+        spark.sql("DROP TABLE IF EXISTS changes_people")
