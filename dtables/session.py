@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from sqlglot import exp
+
 from dtables.catalog import Catalog
 from dtables.errors import DtablesError
 from dtables.state import StateStore
@@ -51,6 +53,32 @@ class Session:
         """The current contents of a table or view as a DataFrame."""
         self.catalog.ensure_registered([name])
         return self.spark.table(name)
+
+    def changes(self, table: str, start: Any = None, end: Any = None, *, before: Any = None,
+                information: str = "DEFAULT") -> Any:
+        """What changed in a table or view: ``start`` (state at a version int, a timestamp, or a
+        ``dtables.changes.Bound``) up to ``end`` (inclusive; default latest). ``before=`` starts just before a
+        version instead. Same result as ``SELECT * FROM t CHANGES(INFORMATION => ...) AT(...) END(...)``."""
+        from dtables.change_queries import Bounds, changes_of
+
+        if (start is None) == (before is None):
+            raise DtablesError("changes() needs exactly one of start= or before=")
+        return changes_of(self, table, Bounds.of(start=start, end=end, before=before), information.upper())
+
+    def explain_changes(self, sql: str) -> str:
+        """The rewritten change plan of a query (or of the CHANGES clauses of a statement), as text."""
+        from dtables.change_queries import explain_changes_clause
+        from dtables.sql.dialect import parse_one
+        import differentiation as diff
+
+        tree = parse_one(sql)
+        if tree.find(exp.Changes) is not None:
+            return explain_changes_clause(self, tree, sql)
+        from dtables.change_queries import _schema, expand_views
+        from dtables.sql.references import table_names
+
+        query = expand_views(self, tree)
+        return diff.explain(query, _schema(self, sorted(set(table_names(query)))))
 
     def refresh(self, names: str | list[str], *, data_timestamp: Any = None, raise_on_failure: bool = True) -> list:
         """Refresh dynamic tables and the dynamic tables they read to one data timestamp (default: now).

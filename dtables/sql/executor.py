@@ -17,7 +17,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, normalize, quote
-from dtables.errors import SqlError
+from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.spark import fs
@@ -96,7 +96,8 @@ def execute_script(session: Session, text: str) -> Any:
     parsed: list[tuple[str, exp.Expression | None]] = []
     for statement in statements:
         tree = parse(statement)
-        if is_dtables_syntax(tree):
+        explained = _explain_target(statement)
+        if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])):
             pass  # sqlglot parsed it; Spark's parser would not know it
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
@@ -127,6 +128,18 @@ def _dtables_parse_error(statement: str) -> SqlError | None:
 
 def execute_statement(session: Session, statement: str, tree: exp.Expression | None) -> Any:
     try:
+        explained = _explain_target(statement)
+        if explained is not None and explained[1] is not None and explained[1].find(exp.Changes) is not None:
+            from dtables.change_queries import explain_changes_clause
+
+            text = explain_changes_clause(session, explained[1], explained[0])
+            return session.spark.createDataFrame([(text,)], "plan STRING")
+        if tree is not None and tree.find(exp.Changes) is not None:
+            from dtables.change_queries import resolve_changes
+
+            tree = resolve_changes(session, tree, statement)
+            session.catalog.ensure_registered(table_names(tree))
+            return session.spark.sql(to_spark(tree))
         if tree is None:
             session.catalog.ensure_all_registered()
             return session.spark.sql(statement)
@@ -136,12 +149,23 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         tree, statement = point_at_virtual_tables(session, tree, statement)
         session.catalog.ensure_registered(table_names(tree))
         return session.spark.sql(statement)
-    except SqlError:
+    except DtablesError:
         raise
     except Exception as e:  # noqa: BLE001 - every Spark/Delta failure becomes a readable SqlError
         if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
             raise
         raise translate(e, statement) from None
+
+
+def _explain_target(statement: str) -> tuple[str, exp.Expression | None] | None:
+    """For ``EXPLAIN <statement>``, the inner statement and its tree; None for anything else."""
+    head, _, rest = statement.lstrip().partition(" ")
+    if head.upper() != "EXPLAIN" or not rest.strip():
+        return None
+    for modifier in ("EXTENDED", "FORMATTED", "CODEGEN", "COST"):
+        if rest.lstrip().upper().startswith(modifier + " "):
+            rest = rest.lstrip()[len(modifier):]
+    return rest.strip(), parse(rest.strip())
 
 
 def _handler_for(tree: exp.Expression) -> Handler | None:

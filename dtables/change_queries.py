@@ -1,0 +1,266 @@
+"""CHANGES queries in SQL and Python: ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) [END(...)]``.
+
+On a table, the clause becomes a change read (``dtables.changes``). On a view, the view's query is differentiated
+(``differentiation``) into a plan over its base tables' changes and snapshots, each read over the interval the
+bounds resolve to for that table. Either way the table reference is replaced by a temporary view holding the change
+set, so the rest of the statement (filters, joins, projections of ``METADATA$`` columns) runs as ordinary Spark SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+import differentiation as diff
+from dtables import changes as ch
+from dtables.catalog import TABLE_KINDS, normalize
+from dtables.errors import ChangeTrackingError, SqlError
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+_view_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The AT/BEFORE and END of a CHANGES clause, as ``dtables.changes.Bound``s."""
+
+    at: ch.Bound | None = None
+    before: ch.Bound | None = None
+    end: ch.Bound | None = None
+
+    @staticmethod
+    def of(start: Any = None, end: Any = None, before: Any = None) -> Bounds:
+        return Bounds(at=_as_bound(start), before=_as_bound(before), end=_as_bound(end))
+
+
+def _as_bound(value: Any) -> ch.Bound | None:
+    """Python values for ``session.changes``: a version (int), a datetime or ISO string, or a Bound."""
+    if value is None or isinstance(value, ch.Bound):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("a change bound is a version number, a timestamp or a Bound")
+    if isinstance(value, int):
+        return ch.Bound.version(value)
+    if isinstance(value, (dt.datetime, str)):
+        return ch.Bound.timestamp(value)
+    raise TypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
+
+
+def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+    kind = str(data.args.get("kind") or "").upper()
+    value = data.expression
+    if kind == "VERSION":
+        return ch.Bound.version(int(_evaluate(session, value)))
+    if kind == "TIMESTAMP":
+        return ch.Bound.timestamp(_evaluate(session, value, cast="TIMESTAMP"))
+    if kind == "OFFSET":
+        return ch.Bound.offset(float(_evaluate(session, value)))
+    if kind == "STREAM":
+        raise SqlError(f"{data.this}(STREAM => ...) needs streams, which this version of dtables does not have "
+                       f"yet; use VERSION or TIMESTAMP in statement: {statement}", statement)
+    raise SqlError(f"{data.this}({kind} => ...) is not supported; use VERSION, TIMESTAMP or OFFSET", statement)
+
+
+def _evaluate(session: Session, value: exp.Expression, cast: str | None = None) -> Any:
+    if isinstance(value, exp.Literal) and not value.is_string and cast is None:
+        return value.this
+    if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and cast is None:
+        return "-" + value.this.this
+    if cast == "TIMESTAMP" and isinstance(value, exp.Literal) and value.is_string:
+        try:
+            return dt.datetime.fromisoformat(value.this)
+        except ValueError:
+            pass
+    text = value.sql(dialect="spark")
+    expression = f"CAST({text} AS {cast})" if cast else text
+    return session.spark.sql(f"SELECT {expression} AS v").first()[0]
+
+
+def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
+    start = clause.args.get("at_before")
+    end = clause.args.get("end")
+    if start is None:
+        raise SqlError(f"CHANGES needs AT(...) or BEFORE(...) to say where the interval starts in statement: "
+                       f"{statement}", statement)
+    first = _bound(session, start, statement)
+    last = _bound(session, end, statement) if end is not None else None
+    if str(start.this).upper() == "BEFORE":
+        return Bounds(before=first, end=last)
+    return Bounds(at=first, end=last)
+
+
+def information_of(clause: exp.Changes) -> str:
+    info = clause.args["information"].name.upper()
+    if info not in ("DEFAULT", "APPEND_ONLY"):
+        raise SqlError(f"CHANGES(INFORMATION => {info}) is not supported; use DEFAULT or APPEND_ONLY")
+    return info
+
+
+# -- change sets ----------------------------------------------------------------------------------------------------
+
+
+def changes_of(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+    """The change set of a table or view over ``bounds`` as a DataFrame (columns, then ``METADATA$`` columns)."""
+    obj = session.catalog.lookup(name)
+    if obj is not None and obj["kind"] == "VIEW":
+        return view_changes(session, name, bounds, information)
+    session.catalog.ensure_registered([name])
+    interval = ch.resolve_interval(session.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
+                                   end=bounds.end)
+    return ch.read_changes(session.spark, interval, information).df
+
+
+def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
+    return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
+
+
+class IntervalSources:
+    """``differentiation.Sources`` over Delta tables: snapshots and redundant deltas at resolved intervals,
+    each registered as a temporary view of the session's Spark."""
+
+    def __init__(self, spark: Any, intervals: Mapping[str, ch.Interval]):
+        self.spark = spark
+        self.intervals = intervals
+
+    def _register(self, df: Any) -> str:
+        name = f"__dtables_src_{next(_view_names)}"
+        df.createOrReplaceTempView(name)
+        return f"`{name}`"
+
+    def snapshot(self, table: str, when: str) -> str:
+        interval = self.intervals[table]
+        version = interval.start_version if when == "start" else interval.end_version
+        return self._register(ch.snapshot(self.spark, interval.table, version, location=interval.location or None))
+
+    def changes(self, table: str) -> str:
+        return self._register(ch.redundant_delta(self.spark, self.intervals[table]))
+
+
+def view_query(session: Session, name: str) -> exp.Expression:
+    """The SELECT of a view, with views it reads expanded inline (views over views)."""
+    from dtables.sql.dialect import parse_one
+
+    obj = session.catalog.lookup(name)
+    if obj is None or obj["kind"] != "VIEW":
+        raise SqlError(f"{name} is not a view")
+    create = parse_one(obj["definition"])
+    return expand_views(session, create.expression)
+
+
+def expand_views(session: Session, query: exp.Expression, depth: int = 0) -> exp.Expression:
+    if depth > 32:
+        raise SqlError("views nest more than 32 levels deep (a cycle?)")
+    for table in list(query.find_all(exp.Table)):
+        obj = session.catalog.lookup(f"{table.db}.{table.name}" if table.db else table.name)
+        if obj is None or obj["kind"] != "VIEW":
+            continue
+        inner = view_query(session, obj["name"])
+        inner = expand_views(session, inner, depth + 1)
+        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(
+            table.alias_or_name))))
+    return query
+
+
+def _schema(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for table in tables:
+        session.catalog.ensure_registered([table])
+        fields = session.spark.table(table).schema.fields
+        out[table] = {f.name: f.dataType.simpleString() for f in fields}
+    return out
+
+
+def plan_view(session: Session, name: str) -> Any:
+    """The differentiation plan of a view's query (views inside expanded)."""
+    from dtables.sql.references import table_names
+
+    query = view_query(session, name)
+    tables = sorted({t for t in table_names(query)})
+    try:
+        return diff.build_plan(query, _schema(session, tables))
+    except diff.UnsupportedQuery as e:
+        raise SqlError(f"cannot compute changes of view {name}: {e}") from None
+
+
+def view_changes(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+    plan = plan_view(session, name)
+    intervals = _view_intervals(session, name, plan.base_tables(), bounds)
+    stats = {t: _stats(session, i) for t, i in intervals.items()}
+    try:
+        derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
+    except diff.UnsupportedQuery as e:
+        raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
+    sql = diff.render_changes(derivative, IntervalSources(session.spark, intervals))
+    return session.spark.sql(sql)
+
+
+def _stats(session: Session, interval: ch.Interval) -> diff.ChangeStats:
+    s = ch.change_stats(session.spark, interval)
+    return diff.ChangeStats(inserts=s.inserts, deletes=s.deletes)
+
+
+def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:
+    by_version = [b for b in (bounds.at, bounds.before, bounds.end) if b is not None and b.kind == "version"]
+    if by_version and len(tables) != 1:
+        raise ChangeTrackingError(
+            f"CHANGES on view {view} reads {len(tables)} tables ({', '.join(tables)}), so a VERSION bound is "
+            "ambiguous; use TIMESTAMP or OFFSET bounds")
+    now = dt.datetime.now(dt.timezone.utc)
+    return {t: ch.resolve_interval(session.spark, t, at=bounds.at, before=bounds.before, end=bounds.end, now=now)
+            for t in tables}
+
+
+def explain_view_changes(session: Session, name: str, information: str = "DEFAULT") -> str:
+    """The view's plan and its derivative, as text."""
+    plan = plan_view(session, name)
+    return diff.explain(plan, information=diff.ChangeFormat[information])
+
+
+# -- statements ----------------------------------------------------------------------------------------------------
+
+
+def resolve_changes(session: Session, tree: exp.Expression, statement: str) -> exp.Expression:
+    """Replace every ``t CHANGES(...)`` table reference by a temporary view of its change set."""
+    tree = tree.copy()
+    for table in list(tree.find_all(exp.Table)):
+        clause = table.args.get("changes")
+        if clause is None:
+            continue
+        name = f"{table.db}.{table.name}" if table.db else table.name
+        if table.db.lower() == "delta" and "/" in table.name:
+            name = f"delta.`{table.name}`"
+        df = changes_of(session, name, bounds_of(session, clause, statement), information_of(clause))
+        view = f"__dtables_changes_{next(_view_names)}"
+        df.createOrReplaceTempView(view)
+        alias = table.alias or table.name
+        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return tree
+
+
+def explain_changes_clause(session: Session, tree: exp.Expression, statement: str) -> str:
+    """EXPLAIN text for the CHANGES clauses of a statement: the shape and plan of each change read."""
+    lines = []
+    for table in tree.find_all(exp.Table):
+        clause = table.args.get("changes")
+        if clause is None:
+            continue
+        name = f"{table.db}.{table.name}" if table.db else table.name
+        obj = session.catalog.lookup(name)
+        info = information_of(clause)
+        if obj is not None and obj["kind"] == "VIEW":
+            lines.append(f"CHANGES of view {normalize(name)}:\n{explain_view_changes(session, name, info)}")
+            continue
+        session.catalog.ensure_registered([name])
+        bounds = bounds_of(session, clause, statement)
+        interval = ch.resolve_interval(session.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
+                                       end=bounds.end)
+        plan = ch.explain_changes(session.spark, interval, info)
+        lines.append(f"CHANGES of {interval} ({info}):\n{plan.to_text()}")
+    return "\n".join(lines)
