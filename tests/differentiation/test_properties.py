@@ -51,7 +51,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scop
 
 
 @pytest.mark.parametrize("sql", list(QUICK.values()), ids=list(QUICK))
-@settings(max_examples=10, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=6, **_SETTINGS)  # type: ignore[arg-type]
 @given(data=two_tables())
 def test_minimum_delta_oracle(spark: Any, sql: str, data: dict[str, BaseTable]) -> None:
     check_oracle(TableSet(spark, data), sql)
