@@ -1,0 +1,118 @@
+"""Check a project without touching data: syntax, unknown tables and columns, cycles, templates.
+
+Schemas come from the project itself: the column definitions of each source's CREATE TABLE and, in dependency
+order, the output columns of each model. Errors name the file and line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from dtables.project.config import ProjectError, format_problems
+from dtables.project.loader import DynamicTableSpec, Project, load_project
+
+Schema = dict[str, dict[str, str]]
+
+
+def _source_schema(project: Project) -> tuple[Schema, set[str]]:
+    from dtables.sql.dialect import parse_one
+
+    schema: Schema = {}
+    opaque: set[str] = set()  # CTAS or LOCATION sources: columns known only once created
+    for source in project.sources:
+        tree = parse_one(source.statement)
+        if isinstance(tree.this, exp.Schema):
+            schema[source.name] = {c.name: c.args["kind"].sql(dialect="spark") if c.args.get("kind") else "string"
+                                   for c in tree.this.expressions if isinstance(c, exp.ColumnDef)}
+        else:
+            opaque.add(source.name)
+    return schema, opaque
+
+
+def _line_of(model: DynamicTableSpec, word: str) -> int:
+    for offset, line in enumerate(model.query.splitlines()):
+        if word.lower() in line.lower():
+            return model.query_line + offset
+    return model.query_line
+
+
+def _nested(schema: Schema) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, cols in schema.items():
+        db, table = name.split(".")
+        out.setdefault(db, {})[table] = cols
+    return out
+
+
+def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) -> dict[str, str] | None:
+    """Check one model against the schema; return its output columns and types (None if unknowable)."""
+    from dtables.sql.dialect import parse_one
+    from dtables.catalog import normalize
+
+    tree = parse_one(model.query)
+    known = set(schema) | opaque
+    for table in tree.find_all(exp.Table):
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
+        if table.name.lower() in ctes and not table.db:
+            continue
+        if name not in known:
+            raise ProjectError(f"{model.path}:{_line_of(model, table.name)}: unknown table {table.name}")
+    if any(normalize(f"{t.db}.{t.name}" if t.db else t.name) in opaque for t in tree.find_all(exp.Table)):
+        return None
+    try:
+        qualified = qualify(tree, schema=_nested(schema), dialect="spark", db="default",
+                            validate_qualify_columns=True)
+    except OptimizeError as e:
+        word = str(e).split("Column '")[-1].split("'")[0] if "Column '" in str(e) else ""
+        raise ProjectError(f"{model.path}:{_line_of(model, word) if word else model.query_line}: {e}") from None
+    except SqlglotError as e:
+        raise ProjectError(f"{model.path}:{model.query_line}: {e}") from None
+    typed = annotate_types(qualified, schema=_nested(schema), dialect="spark")
+    columns: dict[str, str] = {}
+    for select in typed.selects if isinstance(typed, exp.Query) else []:
+        name = select.alias_or_name
+        if name in columns:
+            raise ProjectError(f"{model.path}:{_line_of(model, name)}: column {name} appears twice in the output")
+        dtype = select.type.sql(dialect="spark") if select.type else "string"
+        columns[name] = "string" if dtype.upper() in ("UNKNOWN", "NULL") else dtype
+    return columns
+
+
+def validate_project(folder: Any, profile: str | None = None) -> Project:
+    """Load and check a project; raise ProjectError listing every problem with file and line."""
+    from scheduler import SchedulerError
+
+    project = load_project(folder, profile)
+    schema, opaque = _source_schema(project)
+    names = {s.name for s in project.sources} | {m.name for m in project.dynamic_tables}
+    problems: list[str] = []
+    for name in sorted(names):
+        count = sum(1 for s in project.sources if s.name == name) + sum(
+            1 for m in project.dynamic_tables if m.name == name)
+        if count > 1:
+            problems.append(f"{name} is defined {count} times (sources and models share one namespace)")
+    try:
+        order = project.dag().topological_order()
+    except SchedulerError as e:
+        raise ProjectError(f"models: {e}") from None
+    for name in order:
+        model = project.dynamic_table(name)
+        try:
+            columns = output_columns(model, schema, opaque)
+        except ProjectError as e:
+            problems.append(str(e))
+            opaque.add(model.name)
+            continue
+        if columns is None:
+            opaque.add(model.name)
+        else:
+            schema[model.name] = columns
+    if problems:
+        raise ProjectError(format_problems(problems))
+    return project

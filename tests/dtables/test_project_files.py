@@ -1,0 +1,83 @@
+"""Issue 7 (project folders): loading, templating, validation errors with file and line — no Spark needed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dtables.project import ProjectError, load_project
+from dtables.project.validate import validate_project
+
+RETAIL = Path(__file__).resolve().parents[2] / "projects_example" / "retail"
+
+
+@pytest.fixture
+def project(tmp_path):
+    target = tmp_path / "retail"
+    shutil.copytree(RETAIL, target, ignore=shutil.ignore_patterns("warehouse"))
+    return target
+
+
+def test_retail_example_loads_with_dependencies_from_sql(project):
+    p = validate_project(project)
+    reads = {m.name: m.reads for m in p.dynamic_tables}
+    assert reads["default.daily_revenue"] == ("default.enriched_lines",)
+    assert set(reads["default.enriched_lines"]) == {"default.customers", "default.order_lines", "default.orders",
+                                                   "default.products"}
+    assert p.dag().topological_order()[0] == "default.enriched_lines"
+    lines = p.dynamic_table("enriched_lines")
+    assert lines.target_lag == "DOWNSTREAM" and "COALESCE(l.discount, 0)" in lines.query  # macro expanded
+    assert "rank <= 5" in p.dynamic_table("top_customers").query  # var() from dtables.yml
+    assert p.dynamic_table("daily_revenue").refresh_mode == "AUTO"  # default from dtables.yml
+
+
+def test_unknown_yaml_key_names_file_line_and_key(project):
+    cfg = project / "dtables.yml"
+    cfg.write_text(cfg.read_text().replace("  refresh_mode: AUTO", "  refresh_mod: AUTO"))
+    with pytest.raises(ProjectError, match=r"dtables.yml:6: defaults.refresh_mod: unknown key"):
+        load_project(project)
+
+
+def test_unknown_model_setting_names_file_and_line(project):
+    (project / "models" / "daily_revenue.sql").write_text("-- target_lag: 5 minutes\n-- speed: 3\nSELECT 1 AS x\n")
+    with pytest.raises(ProjectError, match=r"daily_revenue.sql:2: speed: unknown setting"):
+        load_project(project)
+
+
+def test_unknown_ref_and_var(project):
+    (project / "models" / "broken.sql").write_text("SELECT *\nFROM {{ ref('nope') }}\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:2: ref\('nope'\) names nothing"):
+        load_project(project)
+    (project / "models" / "broken.sql").write_text("SELECT {{ var('missing') }} AS x\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:1: var\('missing'\) is not set"):
+        load_project(project)
+
+
+def test_jinja_syntax_error_has_a_line(project):
+    (project / "models" / "broken.sql").write_text("SELECT 1 AS x\n{% if %}\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:2: template error"):
+        load_project(project)
+
+
+def test_unknown_table_and_column_have_lines(project):
+    (project / "models" / "broken.sql").write_text("-- target_lag: 1 hour\nSELECT x\nFROM missing_table\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:3: unknown table missing_table"):
+        validate_project(project)
+    (project / "models" / "broken.sql").write_text("SELECT order_id,\n  nocol\nFROM orders\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:2: .*nocol"):
+        validate_project(project)
+
+
+def test_syntax_error_has_a_line(project):
+    (project / "models" / "broken.sql").write_text("-- target_lag: 1 hour\nSELECT order_id\nFROM orders WHERE\n")
+    with pytest.raises(ProjectError, match=r"broken.sql:\d+: syntax error"):
+        validate_project(project)
+
+
+def test_cycles_are_named(project):
+    (project / "models" / "a.sql").write_text("SELECT x FROM {{ ref('b') }}\n")
+    (project / "models" / "b.sql").write_text("SELECT x FROM {{ ref('a') }}\n")
+    with pytest.raises(ProjectError, match=r"default.a -> default.b -> default.a|default.b -> default.a -> default.b"):
+        validate_project(project)
