@@ -1,0 +1,13 @@
+"""The ``dtables`` command line. Each verb lives in a small module; exit codes are non-zero on failure."""
+
+from __future__ import annotations
+
+from dtables.cli.app import app
+from dtables.cli import project_cmds, sql_cmds  # noqa: F401  (register the verbs)
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]
