@@ -1,0 +1,109 @@
+"""Property: for random DML histories (INSERT/UPDATE/DELETE/MERGE, duplicates, NULLs) and random intervals,
+the DEFAULT change set turns the table at the start into the table at the end (as multisets, and row id by row
+id), holds no cancelling pair, and APPEND_ONLY equals the rows inserted in the interval (Delta's Change Data Feed
+is the independent oracle for those)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from changes_helpers import assert_same_rows
+from dtables.changes import Bound, read_changes, resolve_interval, snapshot
+
+keys = st.sampled_from([1, 2, 3])
+values = st.one_of(st.none(), st.sampled_from(["a", "b"]))
+rows = st.lists(st.tuples(st.one_of(st.none(), keys), values), min_size=1, max_size=4)
+
+
+def _lit(v: Any) -> str:
+    return "NULL" if v is None else (f"'{v}'" if isinstance(v, str) else str(v))
+
+
+def _values(rs: list[tuple[Any, Any]]) -> str:
+    return ", ".join(f"(CAST({_lit(k)} AS INT), CAST({_lit(v)} AS STRING))" for k, v in rs)
+
+
+statements = st.one_of(
+    rows.map(lambda rs: f"INSERT INTO {{t}} VALUES {_values(rs)}"),
+    st.tuples(keys, values).map(lambda kv: f"UPDATE {{t}} SET v = {_lit(kv[1])} WHERE k = {kv[0]}"),
+    st.tuples(keys, values).map(lambda kv: f"UPDATE {{t}} SET v = {_lit(kv[1])} WHERE v IS NULL OR k = {kv[0]}"),
+    keys.map(lambda k: f"DELETE FROM {{t}} WHERE k = {k}"),
+    # A MERGE source must not match one target row twice (Delta refuses), so its keys are distinct.
+    st.lists(st.tuples(st.one_of(st.none(), keys), values), min_size=1, max_size=3, unique_by=lambda r: r[0]).map(
+        lambda rs: "MERGE INTO {t} AS t USING (SELECT * FROM VALUES "
+        + _values(rs)
+        + " AS s(k, v)) AS s ON t.k = s.k WHEN MATCHED AND s.v IS NULL THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (k, v) VALUES (s.k, s.v)"
+    ),
+)
+
+
+def check_history(spark: Any, make_table: Any, run: Any, history: list[str], cuts: list[tuple[int, int]]) -> None:
+    table = make_table("k INT, v STRING")
+    run(table, "INSERT INTO {t} VALUES (1, 'a'), (1, 'a'), (2, NULL), (NULL, 'b')", *history)
+    latest = 1 + len(history)
+    for a, b in cuts:
+        start, end = sorted((a % (latest + 1), b % (latest + 1)))
+        interval = resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
+        changes = [
+            (r["k"], r["v"], r["METADATA$ACTION"], r["METADATA$ROW_ID"], r["METADATA$ISUPDATE"])
+            for r in read_changes(spark, interval).df.collect()
+        ]
+        before = {r["__row_id"]: (r["k"], r["v"]) for r in snapshot(spark, table, start).collect()}
+        after = {r["__row_id"]: (r["k"], r["v"]) for r in snapshot(spark, table, end).collect()}
+        deleted = {rid: (k, v) for k, v, action, rid, _ in changes if action == "DELETE"}
+        inserted = {rid: (k, v) for k, v, action, rid, _ in changes if action == "INSERT"}
+        assert len(deleted) + len(inserted) == len(changes), "a row id appears twice with the same action"
+        # Applying the change set, row id by row id (which implies the multiset equality).
+        assert all(before.get(rid) == row for rid, row in deleted.items()), "DELETE of a row not in the start"
+        applied = {rid: row for rid, row in before.items() if rid not in deleted} | inserted
+        assert Counter(applied.values()) == Counter(after.values())
+        assert applied == after
+        # Minimum: no cancelling pair; ISUPDATE exactly on DELETE+INSERT pairs of one row id.
+        assert not [rid for rid in deleted if inserted.get(rid) == deleted[rid]], "cancelling pair"
+        for k, v, action, rid, is_update in changes:
+            assert is_update == (rid in deleted and rid in inserted)
+        # APPEND_ONLY: the rows inserted by the commits of the interval, with their inserted values.
+        append = read_changes(spark, interval, "APPEND_ONLY").df.select("k", "v").collect()
+        expected = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", start + 1)
+            .option("endingVersion", end)
+            .load(table[len("delta.`") : -1])
+            .where("_change_type = 'insert'")
+            .select("k", "v")
+            .collect()
+            if end > start
+            else []
+        )
+        assert_same_rows(append, expected)
+
+
+_settings = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@settings(max_examples=3, **_settings)  # type: ignore[arg-type]
+@given(
+    history=st.lists(statements, min_size=2, max_size=4),
+    cuts=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=2, max_size=3),
+)
+def test_changes_apply_minimal_and_append_only(spark: Any, make_table: Any, run: Any, history: list[str],
+                                               cuts: list[tuple[int, int]]) -> None:
+    check_history(spark, make_table, run, history, cuts)
+
+
+@pytest.mark.slow
+@settings(max_examples=25, **_settings)  # type: ignore[arg-type]
+@given(
+    history=st.lists(statements, min_size=3, max_size=8),
+    cuts=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=3, max_size=5),
+)
+def test_changes_apply_minimal_and_append_only_long(spark: Any, make_table: Any, run: Any, history: list[str],
+                                                    cuts: list[tuple[int, int]]) -> None:
+    check_history(spark, make_table, run, history, cuts)
