@@ -18,4 +18,48 @@ MIGRATIONS: tuple[str, ...] = (
         created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     );
     """,
+    # 2: dynamic tables (definitions, chosen refresh mode, data timestamp, frontier) and their refresh history.
+    """
+    CREATE TABLE dynamic_tables (
+        name                TEXT PRIMARY KEY,      -- normalized `db.name`
+        query               TEXT NOT NULL,         -- the SELECT, Spark SQL with sources fully qualified
+        sources             TEXT NOT NULL,         -- JSON list of the tables and dynamic tables it reads
+        columns             TEXT NOT NULL,         -- JSON [[name, spark type, comment or null], ...]
+        target_lag          TEXT NOT NULL,         -- '<n> minutes' or DOWNSTREAM
+        refresh_mode        TEXT NOT NULL,         -- requested: AUTO | INCREMENTAL | FULL
+        refresh_mode_chosen TEXT NOT NULL,         -- INCREMENTAL | FULL
+        refresh_mode_reason TEXT NOT NULL,         -- why, in words
+        initialize          TEXT NOT NULL,         -- ON_CREATE | ON_SCHEDULE
+        state               TEXT NOT NULL DEFAULT 'ACTIVE', -- ACTIVE | SUSPENDED
+        comment             TEXT,
+        definition_hash     TEXT NOT NULL,
+        initialized_hash    TEXT,                  -- definition hash the contents were computed with
+        source_identities   TEXT,                  -- JSON {source: "<delta table id>:<schema hash>"} at last refresh
+        data_timestamp      TEXT,                  -- ISO UTC; NULL until the first refresh
+        data_version        INTEGER,               -- Delta version of the table holding the data at data_timestamp
+        frontier            TEXT,                  -- JSON {source: Delta version} read by the last refresh
+        refresh_seq         INTEGER NOT NULL DEFAULT 0, -- txnVersion of the last committed refresh
+        created_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE TABLE refresh_history (
+        refresh_id      TEXT PRIMARY KEY,
+        name            TEXT NOT NULL,
+        sequence        INTEGER,                   -- txnVersion of the commit (NULL when nothing is written)
+        trigger         TEXT NOT NULL,             -- MANUAL | SCHEDULED | CREATION
+        action          TEXT,                      -- NO_DATA | INCREMENTAL | FULL | REINITIALIZE
+        reason          TEXT,
+        data_timestamp  TEXT NOT NULL,
+        frontier_before TEXT,                      -- JSON {source: version}
+        frontier_after  TEXT,
+        rows_inserted   INTEGER,
+        rows_deleted    INTEGER,
+        rows_updated    INTEGER,
+        target_version  INTEGER,                   -- version of the table holding the data as of data_timestamp
+        started_at      TEXT NOT NULL,
+        ended_at        TEXT,
+        state           TEXT NOT NULL,             -- EXECUTING | SUCCEEDED | FAILED | CANCELLED | UPSTREAM_FAILED
+        error           TEXT
+    );
+    CREATE INDEX refresh_history_by_table ON refresh_history(name, started_at);
+    """,
 )

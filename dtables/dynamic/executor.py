@@ -1,0 +1,279 @@
+"""The refresh executor: bring dynamic tables to a data timestamp, one Delta commit per refresh, exactly once.
+
+``refresh(session, names)`` refreshes the named tables and the dynamic tables they read (upstreams first) to one
+shared data timestamp ``T``. Per table, under an exclusive lock:
+
+1. *reconcile*: if the table's log holds a refresh commit newer than the store knows (a crash after the write),
+   adopt its frontier and mark its history record SUCCEEDED; stale EXECUTING records become CANCELLED;
+2. *resolve* every source at ``T`` (base tables from their logs, upstream dynamic tables from their refresh to
+   ``T``) and read the kinds of changes since the old frontier from the logs (no Spark job);
+3. *decide* (``plan.decide``): NO_DATA, INCREMENTAL (append or MERGE), FULL or REINITIALIZE;
+4. *write* in one idempotent commit carrying the new frontier (``apply``), then record it in the store.
+
+A failure leaves the table, its frontier and data timestamp as they were and records FAILED with the cause.
+``DTABLES_FAULT=<point>`` makes the process exit at a named point (before_write, after_write, after_store) so tests
+can kill a refresh where it hurts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from differentiation import ChangeStats
+from dtables.catalog import normalize
+from dtables.changes import Interval, change_stats
+from dtables.dynamic import definition as defs
+from dtables.dynamic import history
+from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
+from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
+from dtables.dynamic.errors import DynamicTableError
+from dtables.dynamic.frontier import SourceVersion, resolve_source
+from dtables.dynamic.plan import NO_DATA, REINITIALIZE, decide
+from dtables.dynamic.sources import RefreshSources
+from dtables.errors import DtablesError
+from scheduler.dag import DAG
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+FAULT_ENV = "DTABLES_FAULT"
+FAULT_POINTS = ("before_write", "after_write", "after_store")
+
+
+def _fault(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        os._exit(17)  # a crash, not an exception: nothing after this point runs, no cleanup
+
+
+def _normalize_timestamp(at: dt.datetime | None) -> dt.datetime:
+    if at is None:
+        return now_utc()
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.timezone.utc)
+    at = at.astimezone(dt.timezone.utc)
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def dependency_dag(session: Session, extra: Definition | None = None) -> DAG[str]:
+    """The DAG of dynamic tables (edges upstream -> downstream); ``extra`` adds or replaces one definition."""
+    found = {d.name: d for d in defs.load_all(session.store)}
+    if extra is not None:
+        found[extra.name] = extra
+    return DAG({n: [s for s in d.sources if s in found] for n, d in found.items()})
+
+
+def refresh(session: Session, names: Iterable[str], *, trigger: str = "MANUAL",
+            data_timestamp: dt.datetime | None = None, with_upstreams: bool = True) -> list[history.RefreshRecord]:
+    """Refresh ``names`` (and, with ``with_upstreams``, every dynamic table they read) to one data timestamp.
+
+    Returns one history record per table, upstreams first. Does not raise for a failed refresh: the records say
+    FAILED / UPSTREAM_FAILED with the cause. Raises DynamicTableError for an unknown name.
+    """
+    wanted = [normalize(n) for n in names]
+    for name in wanted:
+        defs.require(session.store, name)
+    dag = dependency_dag(session)
+    order = dag.upstream_closure(wanted) if with_upstreams else dag.topological_order(wanted)
+    at = _normalize_timestamp(data_timestamp)
+    results: dict[str, history.RefreshRecord] = {}
+    for name in order:
+        table_trigger = trigger if name in wanted or trigger == "SCHEDULED" else "MANUAL"
+        failed = [u for u in dag.upstreams(name) if u in results and results[u].state != history.SUCCEEDED]
+        if failed:
+            results[name] = _upstream_failed(session, name, table_trigger, at, failed)
+            continue
+        results[name] = refresh_one(session, name, at, table_trigger)
+    return [results[n] for n in order]
+
+
+def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
+                     failed: list[str]) -> history.RefreshRecord:
+    rid = history.new_refresh_id()
+    history.start(session.store, name, rid, trigger, at, None, state=history.UPSTREAM_FAILED)
+    history.update(session.store, rid, state=history.UPSTREAM_FAILED,
+                   error=f"dynamic table {name} was not refreshed: its upstream {', '.join(failed)} did not refresh "
+                         f"to {to_iso(at)}")
+    record = history.get(session.store, rid)
+    assert record is not None
+    return record
+
+
+@contextmanager
+def table_lock(session: Session, name: str) -> Iterator[None]:
+    """An exclusive lock on one dynamic table's refreshes, across threads and processes (fcntl on a lock file)."""
+    folder = session.store.path.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{normalize(name)}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> history.RefreshRecord:
+    """Refresh one table to ``at``, assuming its upstream dynamic tables are already there (see ``refresh``)."""
+    with table_lock(session, name):
+        d = reconcile(session, name)
+        if d.data_timestamp is not None and at <= d.data_timestamp:
+            done = [r for r in history.records(session.store, name, states=(history.SUCCEEDED,))
+                    if r.data_timestamp == at]
+            if done:
+                return done[-1]  # already refreshed to `at` (an upstream shared by two tables of one batch)
+            return _finished_without_refresh(
+                session, d, trigger, at, history.CANCELLED,
+                f"dynamic table {name} is already at data timestamp {to_iso(d.data_timestamp)}, later than "
+                f"{to_iso(at)}; a refresh never moves a table back in time")
+        if d.state == defs.SUSPENDED and trigger == "SCHEDULED":
+            return _finished_without_refresh(session, d, trigger, at, history.CANCELLED,
+                                             f"dynamic table {name} is suspended")
+        return _run(session, d, at, trigger)
+
+
+def _finished_without_refresh(session: Session, d: Definition, trigger: str, at: dt.datetime, state: str,
+                              why: str) -> history.RefreshRecord:
+    rid = history.new_refresh_id()
+    history.start(session.store, d.name, rid, trigger, at, d.frontier, state=state)
+    history.update(session.store, rid, state=state, error=why)
+    record = history.get(session.store, rid)
+    assert record is not None
+    return record
+
+
+def _location(session: Session, name: str) -> str:
+    obj = session.catalog.lookup(name)
+    if obj is None:
+        raise DynamicTableError(f"dynamic table {name} has no table in the catalog (dropped?)")
+    return str(obj["location"])
+
+
+def reconcile(session: Session, name: str) -> Definition:
+    """Repair the store from the table's Delta log after an interrupted refresh (call under the table's lock)."""
+    d = defs.require(session.store, name)
+    commit = committed_refresh(session.spark, _location(session, name), min_sequence=d.refresh_seq + 1)
+    if commit is not None:
+        meta = commit.metadata
+        defs.record_refreshed(
+            session.store, name, data_timestamp=dt.datetime.fromisoformat(meta.data_timestamp),
+            data_version=commit.version, frontier=dict(meta.frontier), refresh_seq=meta.sequence,
+            initialized_hash=meta.definition_hash, source_identities=dict(meta.source_identities),
+            only_if_seq_below=meta.sequence)
+        record = history.get(session.store, meta.refresh_id)
+        if record is not None and record.state != history.SUCCEEDED:
+            history.update(session.store, meta.refresh_id, state=history.SUCCEEDED, target_version=commit.version,
+                           frontier_after=dict(meta.frontier), rows_inserted=commit.rows_inserted,
+                           rows_deleted=commit.rows_deleted, rows_updated=commit.rows_updated, error=None,
+                           reason=f"{record.reason or ''} (recovered from the Delta log: the process ended after "
+                                  f"the commit, before recording it)".strip())
+    for stale in history.records(session.store, name, states=(history.EXECUTING,)):
+        history.update(session.store, stale.refresh_id, state=history.CANCELLED,
+                       error=f"refresh of dynamic table {name} was interrupted before it committed (the process "
+                             "ended); nothing was applied, the next refresh starts from the previous frontier")
+    return defs.require(session.store, name)
+
+
+def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -> dict[str, ChangeStats]:
+    """Change kinds of every source that moved since the stored frontier (logs only, no Spark job)."""
+    out: dict[str, ChangeStats] = {}
+    for name, src in sources.items():
+        old = d.frontier.get(name)
+        same_table = d.source_identities.get(name) == src.identity
+        if old is None or not same_table or src.version <= old:
+            continue
+        kinds = change_stats(session.spark, Interval(name, old, src.version, src.location))
+        out[name] = ChangeStats(inserts=kinds.inserts, deletes=kinds.deletes)
+    return out
+
+
+def _error_text(name: str, error: BaseException) -> str:
+    if isinstance(error, DtablesError):
+        cause = str(error)
+    else:
+        from dtables.sql.spark_errors import translate
+
+        cause = str(translate(error, f"refresh of {name}")) if not isinstance(error, AssertionError) else repr(error)
+    return cause if name in cause else f"refresh of dynamic table {name} failed: {cause}"
+
+
+def _output_columns(clone: Any, sources: RefreshSources, d: Definition) -> tuple[Column, ...]:
+    """The query's output columns over the new frontier (analysis only); comments carried over by name."""
+    schema = clone.sql(sources.plain_query(d.query)).schema
+    comments = {c.name: c.comment for c in d.columns}
+    return tuple(Column(f.name, f.dataType.simpleString(), comments.get(f.name)) for f in schema.fields)
+
+
+def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> history.RefreshRecord:
+    store, name = session.store, d.name
+    rid = history.new_refresh_id()
+    history.start(store, name, rid, trigger, at, d.frontier)
+    try:
+        sources = {s: resolve_source(session, name, s, at) for s in d.sources}
+        action = decide(d, sources, _stats(session, d, sources), at)
+        history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after)
+        identities = {n: s.identity for n, s in sources.items()}
+        if action.action == NO_DATA:
+            defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
+                                  frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
+                                  initialized_hash=d.initialized_hash, source_identities=identities)
+            history.update(store, rid, state=history.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
+                           rows_deleted=0, rows_updated=0)
+        else:
+            clone = session.spark.newSession()
+            refresh_sources = RefreshSources(clone, d.frontier, sources)
+            columns = d.columns
+            if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
+                columns = _output_columns(clone, refresh_sources, d)
+                if columns != d.columns:
+                    defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
+                    d = defs.require(store, name)
+            seq = d.refresh_seq + 1
+            meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
+                                  identities)
+            configure_idempotent_write(clone, name, meta)
+            history.update(store, rid, sequence=seq)
+            location = _location(session, name)
+            _fault("before_write")
+            write(clone, location, action, refresh_sources, d.query, columns)
+            _fault("after_write")
+            commit = committed_refresh(session.spark, location, min_sequence=seq)
+            if commit is None:
+                raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
+                                        "the Delta log")
+            defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
+                                  frontier=dict(action.frontier_after), refresh_seq=seq,
+                                  initialized_hash=d.definition_hash, source_identities=identities)
+            _fault("after_store")
+            history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
+                           rows_inserted=commit.rows_inserted, rows_deleted=commit.rows_deleted,
+                           rows_updated=commit.rows_updated)
+    except Exception as e:  # noqa: BLE001 - every failure is recorded; the table keeps its last good contents
+        history.update(store, rid, state=history.FAILED, error=_error_text(name, e))
+    record = history.get(store, rid)
+    assert record is not None
+    return record
+
+
+class DynamicTableRefresher:
+    """The scheduler's ``Refresher`` (scheduler/runner.py): one table, at a data timestamp the scheduler chose."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def refresh(self, name: str, data_timestamp: dt.datetime, trigger: str) -> Any:
+        from scheduler.runner import RefreshOutcome
+
+        started = now_utc()
+        try:
+            [record] = refresh(self.session, [name], trigger=trigger, data_timestamp=data_timestamp,
+                               with_upstreams=False)
+        except DtablesError as e:
+            return RefreshOutcome(state=history.FAILED, error=str(e))
+        took = ((record.ended_at or now_utc()) - started).total_seconds()
+        return RefreshOutcome(state=record.state, action=record.action or "", error=record.error, duration_s=took)

@@ -1,0 +1,83 @@
+"""Resolving a dynamic table's sources at a data timestamp, from Delta logs and the state store only (no Spark job).
+
+A base table's version at ``T`` is its latest commit with a commit timestamp at or before ``T`` (Delta's own
+time-travel rule, as ``dtables.changes.log`` computes it). An upstream dynamic table's version at ``T`` is the
+version its own refresh to ``T`` left (recorded in its history), never a wall-clock lookup: the upstream commits
+*after* ``T``, yet holds the data as of ``T``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dtables.changes.log import DeltaLog
+from dtables.dynamic.errors import DynamicTableError
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+
+@dataclass(frozen=True)
+class SourceVersion:
+    """One source of a refresh: where it lives, the version to read, and what identifies its table and schema."""
+
+    name: str
+    location: str
+    version: int
+    identity: str  # "<delta table id>:<schema hash>": changes when the table is re-created or its schema changes
+    schema: tuple[tuple[str, str], ...]  # (column, type) at `version`
+    is_dynamic: bool
+
+
+class SourceMissing(DynamicTableError):
+    pass
+
+
+def _type_name(t: object) -> str:
+    if isinstance(t, dict):
+        return str(t.get("type", "struct"))
+    return {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}.get(str(t), str(t))
+
+
+def describe_version(name: str, log: DeltaLog, version: int, is_dynamic: bool) -> SourceVersion:
+    import json
+
+    meta = log.metadata_at(version)
+    fields = json.loads(meta.schema_json)["fields"]
+    schema = tuple((f["name"], _type_name(f["type"])) for f in fields)
+    identity = f"{meta.table_id}:{hashlib.sha256(meta.schema_json.encode()).hexdigest()[:16]}"
+    return SourceVersion(name, log.location, version, identity, schema, is_dynamic)
+
+
+def version_at(log: DeltaLog, at: dt.datetime) -> int | None:
+    """The latest version committed at or before ``at``, or None when the table did not exist yet."""
+    target = int(at.timestamp() * 1000)
+    eligible = [v for v, ts in log.commit_timestamps().items() if ts <= target]
+    return max(eligible) if eligible else None
+
+
+def resolve_source(session: Session, owner: str, source: str, at: dt.datetime) -> SourceVersion:
+    """The version of ``source`` that ``owner``'s refresh to ``at`` reads. Raises SourceMissing with the cause."""
+    from dtables.dynamic import history
+
+    obj = session.catalog.lookup(source)
+    if obj is None or obj["kind"] not in ("TABLE", "DYNAMIC_TABLE"):
+        what = "does not exist (was it dropped?)" if obj is None else f"is a {obj['kind'].lower()}, not a table"
+        raise SourceMissing(f"dynamic table {owner}: its source {source} {what}")
+    log = DeltaLog(session.spark, obj["location"], source)
+    if not log.exists:
+        raise SourceMissing(f"dynamic table {owner}: its source {source} has no Delta log at {obj['location']}")
+    if obj["kind"] == "DYNAMIC_TABLE":
+        version = history.version_at_data_timestamp(session.store, source, at)
+        if version is None:
+            raise SourceMissing(
+                f"dynamic table {owner}: its upstream dynamic table {source} has no successful refresh to data "
+                f"timestamp {at.isoformat()}; refresh it first (ALTER DYNAMIC TABLE {owner} REFRESH does)")
+        return describe_version(source, log, version, True)
+    version = version_at(log, at)
+    if version is None:
+        raise SourceMissing(f"dynamic table {owner}: its source {source} did not exist yet at {at.isoformat()}")
+    return describe_version(source, log, version, False)

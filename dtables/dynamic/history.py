@@ -1,0 +1,160 @@
+"""Refresh history: one record per refresh, in the state store; queryable as ``dtables.refresh_history``.
+
+A record is written as EXECUTING before the refresh runs and finished (SUCCEEDED, FAILED, CANCELLED,
+UPSTREAM_FAILED) when it ends, so an interrupted refresh leaves an EXECUTING record that the next refresh of the
+table resolves from the Delta log (recovered as SUCCEEDED, or CANCELLED when nothing was committed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dtables.catalog import normalize
+from dtables.dynamic.definition import from_iso, now_utc, to_iso
+from dtables.state import StateStore
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+EXECUTING, SUCCEEDED, FAILED, CANCELLED, UPSTREAM_FAILED = (
+    "EXECUTING", "SUCCEEDED", "FAILED", "CANCELLED", "UPSTREAM_FAILED")
+TRIGGERS = ("MANUAL", "SCHEDULED", "CREATION")
+VIRTUAL_TABLE = "dtables.refresh_history"
+_VIEW = "__dtables_refresh_history"
+
+COLUMNS = (
+    ("name", "string"), ("refresh_id", "string"), ("sequence", "bigint"), ("trigger", "string"),
+    ("action", "string"), ("reason", "string"), ("data_timestamp", "timestamp"), ("frontier_before", "string"),
+    ("frontier_after", "string"), ("rows_inserted", "bigint"), ("rows_deleted", "bigint"),
+    ("rows_updated", "bigint"), ("target_version", "bigint"), ("started_at", "timestamp"),
+    ("ended_at", "timestamp"), ("state", "string"), ("error", "string"),
+)
+
+
+@dataclass(frozen=True)
+class RefreshRecord:
+    """One refresh as the history holds it."""
+
+    name: str
+    refresh_id: str
+    sequence: int | None
+    trigger: str
+    action: str | None
+    reason: str | None
+    data_timestamp: dt.datetime
+    frontier_before: dict[str, int] | None
+    frontier_after: dict[str, int] | None
+    rows_inserted: int | None
+    rows_deleted: int | None
+    rows_updated: int | None
+    target_version: int | None
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    state: str
+    error: str | None
+
+
+def new_refresh_id() -> str:
+    return uuid.uuid4().hex
+
+
+def start(store: StateStore, name: str, refresh_id: str, trigger: str, data_timestamp: dt.datetime,
+          frontier_before: Mapping[str, int] | None, state: str = EXECUTING) -> None:
+    store.execute(
+        "INSERT INTO refresh_history(refresh_id, name, trigger, data_timestamp, frontier_before, started_at, state) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (refresh_id, normalize(name), trigger, to_iso(data_timestamp),
+         json.dumps(dict(frontier_before), sort_keys=True) if frontier_before is not None else None,
+         to_iso(now_utc()), state))
+
+
+def update(store: StateStore, refresh_id: str, **values: Any) -> None:
+    """Set fields of a record; frontiers are given as dicts, ``ended_at`` defaults to now when a state ends it."""
+    if "state" in values and values["state"] != EXECUTING and "ended_at" not in values:
+        values["ended_at"] = now_utc()
+    for key in ("frontier_before", "frontier_after"):
+        if isinstance(values.get(key), Mapping):
+            values[key] = json.dumps(dict(values[key]), sort_keys=True)
+    for key in ("ended_at", "data_timestamp"):
+        if isinstance(values.get(key), dt.datetime):
+            values[key] = to_iso(values[key])
+    assignments = ", ".join(f"{k} = ?" for k in values)
+    store.execute(f"UPDATE refresh_history SET {assignments} WHERE refresh_id = ?", (*values.values(), refresh_id))
+
+
+def _record(row: Any) -> RefreshRecord:
+    r = dict(row)
+    return RefreshRecord(
+        name=r["name"], refresh_id=r["refresh_id"], sequence=r["sequence"], trigger=r["trigger"],
+        action=r["action"], reason=r["reason"], data_timestamp=from_iso(r["data_timestamp"]),  # type: ignore[arg-type]
+        frontier_before=json.loads(r["frontier_before"]) if r["frontier_before"] else None,
+        frontier_after=json.loads(r["frontier_after"]) if r["frontier_after"] else None,
+        rows_inserted=r["rows_inserted"], rows_deleted=r["rows_deleted"], rows_updated=r["rows_updated"],
+        target_version=r["target_version"], started_at=from_iso(r["started_at"]),  # type: ignore[arg-type]
+        ended_at=from_iso(r["ended_at"]), state=r["state"], error=r["error"])
+
+
+def records(store: StateStore, name: str | None = None, since: dt.datetime | None = None,
+            states: tuple[str, ...] | None = None) -> list[RefreshRecord]:
+    """History records, oldest first; filtered by table, start time and states."""
+    where, params = [], []
+    if name is not None:
+        where.append("name = ?"), params.append(normalize(name))
+    if since is not None:
+        where.append("started_at >= ?"), params.append(to_iso(since))
+    if states:
+        where.append(f"state IN ({', '.join('?' for _ in states)})"), params.extend(states)
+    sql = "SELECT * FROM refresh_history" + (" WHERE " + " AND ".join(where) if where else "")
+    return [_record(r) for r in store.query(sql + " ORDER BY started_at, rowid", params)]
+
+
+def get(store: StateStore, refresh_id: str) -> RefreshRecord | None:
+    rows = store.query("SELECT * FROM refresh_history WHERE refresh_id = ?", (refresh_id,))
+    return _record(rows[0]) if rows else None
+
+
+def version_at_data_timestamp(store: StateStore, name: str, at: dt.datetime) -> int | None:
+    """The version of dynamic table ``name`` that holds its data as of ``at`` (its successful refresh to ``at``)."""
+    rows = store.query("SELECT target_version FROM refresh_history WHERE name = ? AND data_timestamp = ? AND "
+                       "state = 'SUCCEEDED' AND target_version IS NOT NULL ORDER BY started_at DESC LIMIT 1",
+                       (normalize(name), to_iso(at)))
+    return int(rows[0][0]) if rows else None
+
+
+# -- SQL access -----------------------------------------------------------------------------------------------------
+
+
+def dataframe(session: Session, name: str | None = None, since: dt.datetime | None = None) -> Any:
+    """The history as a Spark DataFrame (columns ``COLUMNS``), oldest first."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "bigint": T.LongType(), "timestamp": T.TimestampType()}
+    schema = T.StructType([T.StructField(c, types[t], True) for c, t in COLUMNS])
+    rows = []
+    for r in records(session.store, name, since):
+        rows.append(tuple(
+            json.dumps(v, sort_keys=True) if isinstance(v, dict) else v
+            for v in (getattr(r, c) for c, _ in COLUMNS)))
+    return session.spark.createDataFrame(rows, schema)
+
+
+def point_at_virtual_tables(session: Session, tree: exp.Expression, statement: str) -> tuple[exp.Expression, str]:
+    """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
+    from dtables.sql.dialect import to_spark
+
+    hits = [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]
+    if not hits:
+        return tree, statement
+    dataframe(session).createOrReplaceTempView(_VIEW)
+    tree = tree.copy()
+    for table in [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]:
+        table.replace(exp.Table(this=exp.to_identifier(_VIEW),
+                                alias=exp.TableAlias(this=exp.to_identifier(table.alias or "refresh_history"))))
+    return tree, to_spark(tree)

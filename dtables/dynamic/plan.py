@@ -1,0 +1,113 @@
+"""The refresh decision: what one refresh will do and why, as a frozen record built before anything runs.
+
+``decide`` is a pure function of the table's stored state, the sources resolved at the new data timestamp and the
+kinds of changes each changed source had (read from Delta logs). Tests assert on it without running Spark; the
+executor runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from differentiation import ChangeStats, Derivative, UnsupportedQuery, build_plan, differentiate, incremental_reason
+from differentiation.plan import Node
+from dtables.dynamic.definition import FULL, INCREMENTAL, Definition
+from dtables.dynamic.errors import DynamicTableError
+from dtables.dynamic.frontier import SourceVersion
+
+NO_DATA, REINITIALIZE = "NO_DATA", "REINITIALIZE"
+ACTIONS = (NO_DATA, INCREMENTAL, FULL, REINITIALIZE)
+# How the new contents are written: nothing, a plain append of inserts, a MERGE on the row id, an overwrite.
+WRITES = ("NONE", "APPEND", "MERGE", "OVERWRITE")
+
+
+@dataclass(frozen=True)
+class RefreshAction:
+    """What a refresh of ``name`` to ``data_timestamp`` does: ``action`` and ``write``, with ``reason`` in words."""
+
+    name: str
+    action: str
+    reason: str
+    write: str
+    data_timestamp: dt.datetime
+    frontier_before: Mapping[str, int] = field(hash=False)
+    frontier_after: Mapping[str, int] = field(hash=False)
+    shape: str | None = None  # the derivative's shape for INCREMENTAL (ADDED_ONLY, REMOVED_ONLY, MINIMIZE)
+    plan: Node | None = field(default=None, compare=False, repr=False)  # None: FULL over the query text
+    derivative: Derivative | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS or self.write not in WRITES:
+            raise ValueError(f"unknown refresh action {self.action} / write {self.write}")
+        if (self.action == INCREMENTAL) != (self.derivative is not None):
+            raise ValueError("an INCREMENTAL refresh carries its derivative, and only it")
+
+
+def plan_schema(sources: Mapping[str, SourceVersion]) -> dict[str, dict[str, str]]:
+    return {name: dict(s.schema) for name, s in sources.items()}
+
+
+def incremental_support(query: str, sources: Mapping[str, SourceVersion]) -> tuple[Node | None, str | None]:
+    """The query's plan and None when it can be maintained incrementally; else (plan or None, why not)."""
+    try:
+        plan = build_plan(query, plan_schema(sources))
+    except UnsupportedQuery as e:
+        return None, str(e)
+    return plan, incremental_reason(plan)
+
+
+def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
+           data_timestamp: dt.datetime) -> RefreshAction:
+    """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
+
+    ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
+    without an entry is unchanged). Raises DynamicTableError when an INCREMENTAL table's query can no longer be
+    differentiated (its sources' schemas changed under it).
+    """
+    after = {name: s.version for name, s in sources.items()}
+    before = dict(definition.frontier)
+
+    def action(kind: str, reason: str, write: str, **more: object) -> RefreshAction:
+        return RefreshAction(definition.name, kind, reason, write, data_timestamp, before, after, **more)  # type: ignore[arg-type]
+
+    plan, why_not = incremental_support(definition.query, sources)
+    if definition.refresh_mode_chosen == INCREMENTAL and why_not is not None:
+        raise DynamicTableError(f"dynamic table {definition.name}: its query can no longer be refreshed "
+                                f"incrementally: {why_not}")
+    full_plan = plan if plan is not None else None
+
+    if not definition.initialized:
+        return action(FULL, "initial refresh: the table has no contents yet", "OVERWRITE", plan=full_plan)
+    if definition.initialized_hash != definition.definition_hash:
+        return action(REINITIALIZE, "the definition changed since the contents were computed", "OVERWRITE",
+                      plan=full_plan)
+    for name, src in sources.items():
+        old = definition.source_identities.get(name)
+        if old is None:
+            return action(REINITIALIZE, f"{name} is a new source of the query", "OVERWRITE", plan=full_plan)
+        if old.split(":")[0] != src.identity.split(":")[0]:
+            return action(REINITIALIZE, f"source {name} was dropped and re-created", "OVERWRITE", plan=full_plan)
+        if old != src.identity:
+            return action(REINITIALIZE, f"the schema of source {name} changed", "OVERWRITE", plan=full_plan)
+        if src.version < before.get(name, src.version):
+            return action(REINITIALIZE, f"source {name} went back from version {before[name]} to {src.version} "
+                          "(restored?)", "OVERWRITE", plan=full_plan)
+
+    changed = {n: s for n, s in stats.items() if s.changed and after.get(n) != before.get(n)}
+    if not changed:
+        moved = sorted(n for n in after if after[n] != before.get(n))
+        reason = ("no source changed" if not moved else
+                  f"commits on {', '.join(moved)} changed no rows")
+        return action(NO_DATA, reason, "NONE")
+    what = ", ".join(f"{n} ({before[n]} -> {after[n]}: "
+                     f"{'+' if s.inserts else ''}{'-' if s.deletes else ''})" for n, s in sorted(changed.items()))
+    if definition.refresh_mode_chosen == FULL:
+        return action(FULL, f"REFRESH_MODE = FULL ({definition.refresh_mode_reason}); changed: {what}", "OVERWRITE",
+                      plan=full_plan)
+    assert plan is not None
+    all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
+    derivative = differentiate(plan, stats=all_stats)
+    write = "APPEND" if derivative.shape == "ADDED_ONLY" else "MERGE"
+    return action(INCREMENTAL, f"changed: {what}", write, shape=derivative.shape, plan=plan, derivative=derivative)

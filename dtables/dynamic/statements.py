@@ -1,0 +1,234 @@
+"""SQL handlers of the dynamic-table statements (registered in ``dtables.sql.executor.HANDLERS``)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dtables.catalog import NEW_TABLE_PROPERTIES, normalize, quote
+from dtables.dynamic import definition as defs
+from dtables.dynamic import history
+from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, Column, Definition, to_iso
+from dtables.dynamic.errors import DynamicTableError, RefreshFailed
+from dtables.dynamic.executor import dependency_dag, refresh
+from dtables.dynamic.frontier import SourceMissing, describe_version
+from dtables.dynamic.plan import incremental_support
+from dtables.spark import fs
+from dtables.sql.dynamic_syntax import (
+    AlterDynamicTable,
+    CreateDynamicTable,
+    DescribeDynamicTable,
+    DropDynamicTable,
+    ShowDynamicTables,
+)
+from scheduler.errors import SchedulerError
+from scheduler.periods import parse_target_lag
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+
+def _name(table: exp.Expression) -> str:
+    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any]) -> tuple[str, str]:
+    """(INCREMENTAL | FULL, reason in words). INCREMENTAL on a query that cannot be differentiated is refused."""
+    _, why_not = incremental_support(query, sources)
+    if requested == FULL:
+        return FULL, "REFRESH_MODE = FULL was requested"
+    if why_not is None:
+        return INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested" if requested == INCREMENTAL else
+                             "AUTO: every operator of the query can be maintained incrementally")
+    if requested == INCREMENTAL:
+        raise DynamicTableError(f"dynamic table {name}: REFRESH_MODE = INCREMENTAL is not possible: {why_not}; "
+                                "use REFRESH_MODE = FULL or AUTO")
+    return FULL, f"AUTO chose FULL: {why_not}"
+
+
+def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dict[str, Any]:
+    from dtables.changes.log import DeltaLog
+
+    found = {}
+    for source in sources:
+        if source == name:
+            raise DynamicTableError(f"dynamic table {name} cannot read itself")
+        obj = session.catalog.lookup(source)
+        if obj is None:
+            raise DynamicTableError(f"dynamic table {name}: its query reads {source}, which does not exist")
+        if obj["kind"] not in ("TABLE", "DYNAMIC_TABLE"):
+            raise DynamicTableError(f"dynamic table {name}: its query reads {source}, a {obj['kind'].lower()}; "
+                                    "dynamic tables read tables and dynamic tables (inline the view's SELECT)")
+        log = DeltaLog(session.spark, obj["location"], source)
+        if not log.exists:
+            raise SourceMissing(f"dynamic table {name}: its source {source} has no Delta log at {obj['location']}")
+        found[source] = describe_version(source, log, log.latest_version, obj["kind"] == "DYNAMIC_TABLE")
+    return found
+
+
+def create(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, CreateDynamicTable)
+    name = _name(tree.this)
+    existing = session.catalog.lookup(name)
+    if existing is not None:
+        if existing["kind"] != "DYNAMIC_TABLE":
+            raise DynamicTableError(f"cannot create dynamic table {name}: a {existing['kind'].lower()} of that "
+                                    "name exists")
+        if tree.args.get("exists"):
+            return session.spark.createDataFrame([(f"dynamic table {name} already exists",)], "status string")
+        if not tree.args.get("replace"):
+            raise DynamicTableError(f"dynamic table {name} already exists; use CREATE OR REPLACE DYNAMIC TABLE")
+    lag = tree.args["target_lag"].name
+    try:
+        parse_target_lag(lag)
+    except SchedulerError as e:
+        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+    query_tree, sources = defs.qualify_sources(tree.args["query"])
+    query = defs.query_sql(query_tree)
+    source_versions = _check_sources(session, name, sources)
+    session.catalog.ensure_registered(sources)
+    schema = session.spark.sql(query).schema  # analysis only: names and types, no Spark job
+    comments = _column_comments(name, tree.args.get("columns") or [], [f.name for f in schema.fields])
+    columns = tuple(Column(comments[i][0], f.dataType.simpleString(), comments[i][1])
+                    for i, f in enumerate(schema.fields))
+    if ROW_ID_COLUMN in {c.name for c in columns}:
+        raise DynamicTableError(f"dynamic table {name}: column name {ROW_ID_COLUMN} is reserved")
+    mode, reason = choose_refresh_mode(name, tree.args["refresh_mode"].name.upper(), query, source_versions)
+    comment = tree.args["comment"].name if tree.args.get("comment") else None
+    d = Definition(name=name, query=query, sources=sources, columns=columns, target_lag=lag,
+                   refresh_mode=tree.args["refresh_mode"].name.upper(), refresh_mode_chosen=mode,
+                   refresh_mode_reason=reason, initialize=tree.args["initialize"].name.upper(), comment=comment)
+    dependency_dag(session, d)  # raises CycleError naming the cycle (OR REPLACE can close one)
+    if existing is not None:
+        drop_table(session, name)
+    location = session.catalog.managed_location(name)
+    if fs.exists(session.spark, location):
+        fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
+    cols_sql = ", ".join(
+        f"`{c.name}` {c.type}" + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in NEW_TABLE_PROPERTIES.items())
+    table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
+    session.spark.sql(f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA "
+                      f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
+    session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
+    defs.insert(session.store, d)
+    if d.initialize == "ON_CREATE":
+        records = refresh(session, [name], trigger="CREATION")
+        bad = [r for r in records if r.state != history.SUCCEEDED]
+        if bad:
+            drop_table(session, name)
+            raise DynamicTableError(f"cannot create dynamic table {name}: its initial refresh failed: "
+                                    f"{bad[-1].error}")
+    return session.spark.createDataFrame(
+        [(f"dynamic table {name} created, refresh mode {mode}: {reason}",)], "status string")
+
+
+def _column_comments(name: str, given: list[exp.Expression], names: list[str]) -> list[tuple[str, str | None]]:
+    """Column names (renamed by the optional column list) and comments, in the query's order."""
+    if not given:
+        return [(n, None) for n in names]
+    if len(given) != len(names):
+        raise DynamicTableError(f"dynamic table {name}: the column list names {len(given)} columns but the query "
+                                f"returns {len(names)}")
+    out: list[tuple[str, str | None]] = []
+    for col in given:
+        comment = col.find(exp.CommentColumnConstraint)
+        out.append((col.name, comment.this.name if comment is not None else None))
+    return out
+
+
+def drop_table(session: Session, name: str) -> None:
+    obj = session.catalog.lookup(name)
+    session.spark.sql(f"DROP TABLE IF EXISTS {quote(name)}")  # external: unregisters only
+    if obj is not None:
+        fs.delete(session.spark, obj["location"])
+    session.catalog.forget(name)
+    defs.delete(session.store, name)
+
+
+def drop(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, DropDynamicTable)
+    name = _name(tree.this)
+    if defs.load(session.store, name) is None:
+        if tree.args.get("exists"):
+            return session.spark.createDataFrame([(f"dynamic table {name} does not exist",)], "status string")
+        raise DynamicTableError(f"dynamic table {name} does not exist")
+    drop_table(session, name)
+    return session.spark.createDataFrame([(f"dynamic table {name} dropped",)], "status string")
+
+
+def alter(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, AlterDynamicTable)
+    name = _name(tree.this)
+    defs.require(session.store, name)
+    action = tree.args["action"].name.upper()
+    if action == "REFRESH":
+        records = refresh(session, [name], trigger="MANUAL")
+        bad = [r for r in records if r.state != history.SUCCEEDED]
+        if bad:
+            raise RefreshFailed(bad[-1].error or f"refresh of dynamic table {name} ended {bad[-1].state}",
+                                tuple(records))
+        return history.dataframe(session).where(
+            f"refresh_id IN ({', '.join(repr(r.refresh_id) for r in records)})")
+    if action in ("SUSPEND", "RESUME"):
+        defs.set_fields(session.store, name, state=defs.SUSPENDED if action == "SUSPEND" else defs.ACTIVE)
+        return session.spark.createDataFrame([(f"dynamic table {name} {action.lower()}d",)], "status string")
+    lag = tree.args["target_lag"].name
+    try:
+        parse_target_lag(lag)
+    except SchedulerError as e:
+        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+    defs.set_fields(session.store, name, target_lag=lag)
+    return session.spark.createDataFrame([(f"dynamic table {name} target lag set to {lag}",)], "status string")
+
+
+SHOW_COLUMNS = ("name string, target_lag string, refresh_mode string, refresh_mode_reason string, "
+                "requested_refresh_mode string, initialize string, scheduling_state string, data_timestamp string, "
+                "last_refresh_action string, last_refresh_state string, last_refresh_at string, "
+                "comment string, created_on string, text string")
+
+
+def show(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, ShowDynamicTables)
+    like = tree.args.get("like")
+    rows = []
+    for d in defs.load_all(session.store):
+        if like is not None and not fnmatch.fnmatchcase(d.name.split(".")[-1].lower(),
+                                                         like.name.lower().replace("%", "*").replace("_", "?")):
+            continue
+        last = history.records(session.store, d.name)
+        final = [r for r in last if r.state != history.EXECUTING]
+        latest = final[-1] if final else None
+        rows.append((d.name, d.target_lag, d.refresh_mode_chosen, d.refresh_mode_reason, d.refresh_mode,
+                     d.initialize, d.state, to_iso(d.data_timestamp), latest and latest.action,
+                     latest and latest.state, latest and to_iso(latest.ended_at), d.comment, d.created_at, d.query))
+    return session.spark.createDataFrame(rows, SHOW_COLUMNS)
+
+
+def describe(session: Session, tree: exp.Expression, statement: str) -> Any:
+    assert isinstance(tree, DescribeDynamicTable)
+    d = defs.require(session.store, _name(tree.this))
+    rows = [(c.name, c.type, c.comment, "COLUMN") for c in d.columns]
+    rows.append((ROW_ID_COLUMN, "string", "row identity maintained by dtables", "HIDDEN"))
+    properties = {"query": d.query, "sources": ", ".join(d.sources), "target_lag": d.target_lag,
+                  "refresh_mode": d.refresh_mode_chosen, "refresh_mode_reason": d.refresh_mode_reason,
+                  "scheduling_state": d.state, "data_timestamp": to_iso(d.data_timestamp),
+                  "frontier": json.dumps(d.frontier, sort_keys=True), "comment": d.comment}
+    rows += [(k, None, v, "PROPERTY") for k, v in properties.items()]
+    return session.spark.createDataFrame(rows, "name string, type string, comment string, kind string")
+
+
+HANDLERS = {
+    CreateDynamicTable: create,
+    AlterDynamicTable: alter,
+    DropDynamicTable: drop,
+    ShowDynamicTables: show,
+    DescribeDynamicTable: describe,
+}

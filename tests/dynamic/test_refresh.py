@@ -1,0 +1,216 @@
+"""Dynamic tables end to end: creation, INCREMENTAL / NO_DATA / FULL refreshes, history, statements, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dtables.dynamic import history
+from dtables.dynamic.errors import DynamicTableError, RefreshFailed
+from conftest import assert_same_rows
+from oracle import latest_record, oracle_rows, table_rows
+
+
+@pytest.fixture
+def shop(dt: Any) -> Any:
+    dt.sql("CREATE TABLE orders (id INT, cust INT, amount DOUBLE)")
+    dt.sql("CREATE TABLE custs (cust INT, region STRING)")
+    dt.sql("INSERT INTO orders VALUES (1, 1, 10.0), (2, 2, 20.0), (3, 1, 5.0), (3, 1, 5.0)")
+    dt.sql("INSERT INTO custs VALUES (1, 'eu'), (2, 'us')")
+    return dt
+
+
+def check(dt: Any, name: str) -> None:
+    assert_same_rows(table_rows(dt, name), oracle_rows(dt, name))
+
+
+def test_create_refresh_incremental_merge_and_append(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
+    first = latest_record(shop, "big")
+    assert (first.trigger, first.action, first.state) == ("CREATION", "FULL", "SUCCEEDED")
+    check(shop, "big")
+
+    shop.sql("INSERT INTO orders VALUES (4, 2, 7.0)")
+    [rec] = shop.refresh("big")
+    assert (rec.action, rec.state, rec.rows_inserted) == ("INCREMENTAL", "SUCCEEDED", 1)
+    assert "default.orders" in rec.reason
+    commit = shop.spark.sql(f"DESCRIBE HISTORY delta.`{shop.catalog.lookup('big')['location']}` LIMIT 1").first()
+    assert commit["operation"] == "WRITE"  # the inserts-only change set is a plain append, not a MERGE
+    check(shop, "big")
+
+    # deleting one copy of a duplicated row deletes exactly that copy (MERGE on the row id)
+    shop.sql("DELETE FROM orders WHERE id = 3")
+    shop.sql("INSERT INTO orders VALUES (3, 1, 5.0)")
+    shop.sql("UPDATE orders SET amount = 100 WHERE id = 1")
+    [rec] = shop.refresh("big")
+    assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED")
+    commit = shop.spark.sql(f"DESCRIBE HISTORY delta.`{shop.catalog.lookup('big')['location']}` LIMIT 1").first()
+    assert commit["operation"] == "MERGE"
+    assert rec.frontier_after["default.orders"] > rec.frontier_before["default.orders"]
+    check(shop, "big")
+    assert sorted(table_rows(shop, "big")) == [(1, 100.0), (2, 20.0), (3, 5.0), (4, 7.0)]
+
+
+def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE by_region TARGET_LAG = '1 minute' AS "
+             "SELECT c.region, count(*) AS n, sum(o.amount) AS total FROM orders o JOIN custs c ON o.cust = c.cust "
+             "GROUP BY c.region")
+    before = latest_record(shop, "by_region")
+    sc = shop.spark.sparkContext
+    sc.setJobGroup("dtables-no-data", "NO_DATA refresh")
+    try:
+        [rec] = shop.refresh("by_region")
+    finally:
+        sc.setJobGroup("other", "after")
+    assert (rec.action, rec.state) == ("NO_DATA", "SUCCEEDED")
+    assert list(sc.statusTracker().getJobIdsForGroup("dtables-no-data")) == []
+    assert rec.data_timestamp > before.data_timestamp and rec.target_version == before.target_version
+    from dtables.dynamic import definition
+
+    assert definition.require(shop.store, "by_region").data_timestamp == rec.data_timestamp
+    check(shop, "by_region")
+
+
+def test_job_group_sees_jobs_of_a_real_refresh(shop: Any) -> None:
+    """Keeps the NO_DATA job assertion honest: the same probe sees the jobs of an INCREMENTAL refresh."""
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
+    shop.sql("INSERT INTO orders VALUES (9, 2, 70.0)")
+    sc = shop.spark.sparkContext
+    sc.setJobGroup("dtables-incremental", "INCREMENTAL refresh")
+    try:
+        [rec] = shop.refresh("big")
+    finally:
+        sc.setJobGroup("other", "after")
+    assert rec.action == "INCREMENTAL"
+    assert list(sc.statusTracker().getJobIdsForGroup("dtables-incremental"))
+
+
+def test_dag_refreshes_upstreams_to_one_data_timestamp(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE enriched TARGET_LAG = DOWNSTREAM AS "
+             "SELECT o.id, o.amount, c.region FROM orders o JOIN custs c ON o.cust = c.cust")
+    shop.sql("CREATE DYNAMIC TABLE totals TARGET_LAG = '1 minute' AS "
+             "SELECT region, count(*) AS n, sum(amount) AS total FROM enriched GROUP BY region")
+    shop.sql("INSERT INTO orders VALUES (5, 2, 1.0)")
+    shop.sql("UPDATE custs SET region = 'asia' WHERE cust = 1")
+    records = shop.refresh(["totals"])
+    assert [r.name for r in records] == ["default.enriched", "default.totals"]
+    assert {r.action for r in records} == {"INCREMENTAL"}
+    assert records[0].data_timestamp == records[1].data_timestamp
+    assert records[1].frontier_after["default.enriched"] == records[0].target_version
+    check(shop, "enriched")
+    check(shop, "totals")
+
+
+def test_auto_chooses_full_with_a_readable_reason_and_incremental_refuses(shop: Any) -> None:
+    query = "SELECT id, row_number() OVER (ORDER BY id) AS rn FROM orders"
+    shop.sql(f"CREATE DYNAMIC TABLE ranked TARGET_LAG = '1 hour' AS {query}")
+    row = shop.sql("SHOW DYNAMIC TABLES LIKE 'ranked'").first()
+    assert row["refresh_mode"] == "FULL"
+    assert "window function" in row["refresh_mode_reason"] and "line 1" in row["refresh_mode_reason"]
+    shop.sql("INSERT INTO orders VALUES (7, 1, 1.0)")
+    [rec] = shop.refresh("ranked")
+    assert rec.action == "FULL" and "window function" in rec.reason
+    check(shop, "ranked")
+    with pytest.raises(DynamicTableError, match="INCREMENTAL is not possible: window function"):
+        shop.sql(f"CREATE DYNAMIC TABLE ranked2 TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {query}")
+    assert shop.catalog.lookup("ranked2") is None
+
+
+def test_suspend_resume_and_scheduled_refresh(shop: Any) -> None:
+    from dtables.dynamic.executor import DynamicTableRefresher
+    from dtables.dynamic.definition import now_utc
+
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
+    shop.sql("ALTER DYNAMIC TABLE big SUSPEND")
+    assert shop.sql("SHOW DYNAMIC TABLES").first()["scheduling_state"] == "SUSPENDED"
+    shop.sql("INSERT INTO orders VALUES (8, 1, 50.0)")
+    outcome = DynamicTableRefresher(shop).refresh("default.big", now_utc(), "SCHEDULED")
+    assert outcome.state == "CANCELLED" and "suspended" in outcome.error
+    assert (8, 50.0) not in table_rows(shop, "big")
+    shop.sql("ALTER DYNAMIC TABLE big RESUME")
+    outcome = DynamicTableRefresher(shop).refresh("default.big", now_utc(), "SCHEDULED")
+    assert (outcome.state, outcome.action) == ("SUCCEEDED", "INCREMENTAL")
+    assert latest_record(shop, "big").trigger == "SCHEDULED"
+    check(shop, "big")
+    shop.sql("ALTER DYNAMIC TABLE big SET TARGET_LAG = '2 hours'")
+    assert shop.sql("SHOW DYNAMIC TABLES").first()["target_lag"] == "2 hours"
+
+
+def test_initialize_on_schedule_leaves_the_table_empty_until_its_first_refresh(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE later TARGET_LAG = '1 minute' INITIALIZE = ON_SCHEDULE AS "
+             "SELECT id FROM orders")
+    assert history.records(shop.store, "later") == []
+    assert table_rows(shop, "later") == []
+    assert shop.sql("SHOW DYNAMIC TABLES").first()["data_timestamp"] is None
+    [rec] = shop.refresh("later")
+    assert (rec.action, rec.trigger) == ("FULL", "MANUAL") and "initial" in rec.reason
+    check(shop, "later")
+
+
+def test_history_via_sql_and_session(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
+    shop.sql("ALTER DYNAMIC TABLE big REFRESH")
+    rows = shop.sql("SELECT name, trigger, action, state FROM dtables.refresh_history h "
+                    "WHERE h.name = 'default.big' ORDER BY started_at").collect()
+    assert [tuple(r) for r in rows] == [("default.big", "CREATION", "FULL", "SUCCEEDED"),
+                                        ("default.big", "MANUAL", "NO_DATA", "SUCCEEDED")]
+    df = shop.history("big")
+    assert df.count() == 2 and {"frontier_before", "frontier_after", "rows_inserted", "error"} <= set(df.columns)
+    described = {r["name"]: r for r in shop.sql("DESCRIBE DYNAMIC TABLE big").collect()}
+    assert described["amount"]["type"] == "double" and described["__dtables_row_id"]["kind"] == "HIDDEN"
+
+
+def test_failed_refresh_keeps_contents_and_recovers(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
+    good = sorted(table_rows(shop, "big"))
+    shop.sql("DROP TABLE orders")
+    with pytest.raises(RefreshFailed, match="default.big.*default.orders"):
+        shop.sql("ALTER DYNAMIC TABLE big REFRESH")
+    rec = latest_record(shop, "big")
+    assert rec.state == "FAILED" and "default.orders" in rec.error and "does not exist" in rec.error
+    assert sorted(table_rows(shop, "big")) == good
+    # the cause is fixed: the source is back (re-created, so the table is re-initialized)
+    shop.sql("CREATE TABLE orders (id INT, cust INT, amount DOUBLE)")
+    shop.sql("INSERT INTO orders VALUES (1, 1, 9.0)")
+    [rec] = shop.refresh("big")
+    assert (rec.state, rec.action) == ("SUCCEEDED", "REINITIALIZE") and "re-created" in rec.reason
+    check(shop, "big")
+
+
+def test_query_broken_by_a_schema_change_fails_then_succeeds_when_fixed(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' REFRESH_MODE = FULL AS "
+             "SELECT id, amount FROM orders WHERE amount > 4")
+    good = sorted(table_rows(shop, "big"))
+    shop.sql("ALTER TABLE orders SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    shop.sql("ALTER TABLE orders DROP COLUMN amount")
+    [rec] = shop.refresh("big", raise_on_failure=False)
+    assert rec.state == "FAILED" and "default.big" in rec.error and "amount" in rec.error
+    assert sorted(table_rows(shop, "big")) == good
+    shop.sql("ALTER TABLE orders ADD COLUMNS (amount DOUBLE)")
+    shop.sql("INSERT INTO orders VALUES (10, 1, 11.0)")
+    [rec] = shop.refresh("big")
+    assert (rec.state, rec.action) == ("SUCCEEDED", "REINITIALIZE")
+    check(shop, "big")
+
+
+def test_dropped_upstream_dynamic_table_fails_downstream(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE up TARGET_LAG = DOWNSTREAM AS SELECT id, amount FROM orders")
+    shop.sql("CREATE DYNAMIC TABLE down TARGET_LAG = '1 minute' AS SELECT id FROM up WHERE amount > 6")
+    shop.sql("DROP DYNAMIC TABLE up")
+    [rec] = shop.refresh("down", raise_on_failure=False)
+    assert rec.state == "FAILED" and "default.up" in rec.error
+    assert shop.catalog.lookup("up") is None
+
+
+def test_create_errors_name_the_table(shop: Any) -> None:
+    with pytest.raises(DynamicTableError, match="default.d1.*default.nope.*does not exist"):
+        shop.sql("CREATE DYNAMIC TABLE d1 TARGET_LAG = '1 minute' AS SELECT * FROM nope")
+    shop.sql("CREATE DYNAMIC TABLE d1 TARGET_LAG = '1 minute' AS SELECT id FROM orders")
+    with pytest.raises(DynamicTableError, match="already exists"):
+        shop.sql("CREATE DYNAMIC TABLE d1 TARGET_LAG = '1 minute' AS SELECT id FROM orders")
+    shop.sql("CREATE DYNAMIC TABLE IF NOT EXISTS d1 TARGET_LAG = '1 minute' AS SELECT id FROM orders")
+    shop.sql("CREATE OR REPLACE DYNAMIC TABLE d1 TARGET_LAG = '1 minute' AS SELECT id, cust FROM orders")
+    check(shop, "d1")
+    with pytest.raises(DynamicTableError, match="does not exist"):
+        shop.sql("ALTER DYNAMIC TABLE nope REFRESH")
