@@ -63,8 +63,9 @@ def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bou
     if kind == "OFFSET":
         return ch.Bound.offset(float(_evaluate(session, value)))
     if kind == "STREAM":
-        raise SqlError(f"{data.this}(STREAM => ...) needs streams, which this version of dtables does not have "
-                       f"yet; use VERSION or TIMESTAMP in statement: {statement}", statement)
+        from dtables.streams.frontier import stream_bound
+
+        return stream_bound(session, str(_evaluate(session, value)), statement)
     raise SqlError(f"{data.this}({kind} => ...) is not supported; use VERSION, TIMESTAMP or OFFSET", statement)
 
 

@@ -21,6 +21,7 @@ from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
 from dtables.sql import dynamic_syntax
+from dtables.streams import syntax as stream_syntax
 
 
 class SetChangeTracking(exp.Expression):
@@ -46,7 +47,8 @@ def _parse_set_change_tracking(p: DtablesParser) -> exp.Expression | None:
 
 
 # Ordered: the first parser that recognises the statement wins.
-DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynamic_syntax.PARSERS]
+DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynamic_syntax.PARSERS,
+                                              *stream_syntax.PARSERS]
 
 
 class DtablesParser(SparkParser):

@@ -24,6 +24,7 @@ from dtables.spark import fs
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement, translate
+from dtables.streams import statements as streams
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -97,7 +98,8 @@ def execute_script(session: Session, text: str) -> Any:
     for statement in statements:
         tree = parse(statement)
         explained = _explain_target(statement)
-        if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])):
+        if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])) \
+                or streams.claims(session, tree):
             pass  # sqlglot parsed it; Spark's parser would not know it
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
@@ -143,6 +145,8 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         if tree is None:
             session.catalog.ensure_all_registered()
             return session.spark.sql(statement)
+        if streams.claims(session, tree):  # reads or consumes a stream, or DML inside BEGIN ... COMMIT
+            return streams.execute(session, statement, tree)
         handler = _handler_for(tree)
         if handler is not None:
             return handler(session, tree, statement)
@@ -284,4 +288,5 @@ HANDLERS: dict[type[exp.Expression], Handler] = {
     exp.Create: _create,
     exp.Drop: _drop,
     **DYNAMIC_TABLE_HANDLERS,
+    **streams.HANDLERS,
 }

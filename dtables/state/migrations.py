@@ -62,4 +62,22 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX refresh_history_by_table ON refresh_history(name, started_at);
     """,
+    # 3: streams (bookmarks on a source: frontier per base table, consume sequence, a pending consumption).
+    """
+    CREATE TABLE streams (
+        name              TEXT PRIMARY KEY,       -- normalized `db.name`
+        source            TEXT NOT NULL,          -- normalized source name
+        source_kind       TEXT NOT NULL,          -- TABLE | VIEW | DYNAMIC TABLE
+        mode              TEXT NOT NULL,          -- DEFAULT | APPEND_ONLY
+        flavor            TEXT NOT NULL,          -- SNOWFLAKE | SINGDATA (decides the metadata columns)
+        show_initial_rows INTEGER NOT NULL,       -- 1 until the first consumption has returned the snapshot
+        frontier          TEXT NOT NULL,          -- JSON {base table: Delta version}
+        consumed_at       TEXT NOT NULL,          -- ISO UTC: when the frontier last advanced (or creation)
+        seq               INTEGER NOT NULL DEFAULT 0, -- consume sequence: txnVersion of the last consumption
+        pending           TEXT,                   -- JSON of a consumption begun but not yet recorded (recovery)
+        comment           TEXT,
+        created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE INDEX streams_by_source ON streams(source);
+    """,
 )

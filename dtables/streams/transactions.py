@@ -1,0 +1,97 @@
+"""``BEGIN ... COMMIT | ROLLBACK`` on a dtables session, for consuming streams transactionally.
+
+Delta has no transactions across tables, so a transaction here buffers its DML (INSERT, MERGE, UPDATE, DELETE,
+CREATE TABLE AS) and runs it at COMMIT as one stream consumption (``dtables.streams.consume``):
+
+- Repeatable read: the versions of the tables streams read are pinned when the transaction begins; every read of a
+  stream inside it (queries run at once, DML at COMMIT) sees the interval from the frontier it had when the
+  transaction first read it to those versions.
+- ROLLBACK (or an error at COMMIT before the first write) discards the buffered statements: nothing was written,
+  no frontier moved.
+- COMMIT writes each target in its own Delta commit, tagged with the consumption's idempotent-write id, then moves
+  the frontiers of the streams the DML read. A crash in between is finished on the next use of those streams.
+- Queries inside the transaction do not see the transaction's own buffered writes; other statements (DDL, plain
+  queries) run at once, as in Snowflake where DDL commits immediately.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dtables.streams.consume import StreamRead
+from dtables.streams.errors import StreamError
+from dtables.streams.frontier import latest_versions
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+
+@dataclass
+class Transaction:
+    """The open transaction of a session: pinned table versions, first reads of streams, buffered DML."""
+
+    begun_at: dt.datetime
+    pinned: dict[str, int]
+    reads: dict[str, StreamRead] = field(default_factory=dict)
+    buffered: list[tuple[str, exp.Expression]] = field(default_factory=list)
+
+    def read(self, session: Session, name: str) -> StreamRead:
+        """The stream as this transaction sees it (fixed at its first read here)."""
+        from dtables.streams import store as st
+        from dtables.streams.consume import recover, stream_locks
+
+        if name not in self.reads:
+            with stream_locks(session, [name]):
+                stream = recover(session, name)
+            missing = [t for t in stream.frontier if t not in self.pinned]
+            self.pinned.update(latest_versions(session.spark, missing))
+            self.reads[name] = StreamRead(stream, {t: self.pinned[t] for t in stream.frontier})
+            assert st.get(session.store, name) is not None
+        return self.reads[name]
+
+
+_open: weakref.WeakKeyDictionary[Session, Transaction] = weakref.WeakKeyDictionary()
+
+
+def current(session: Session) -> Transaction | None:
+    return _open.get(session)
+
+
+def begin(session: Session) -> None:
+    from dtables.streams import store as st
+
+    if session in _open:
+        raise StreamError("a transaction is already open on this session; COMMIT or ROLLBACK it first")
+    tables = sorted({t for s in st.all_streams(session.store) for t in s.frontier})
+    _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), latest_versions(session.spark, tables))
+
+
+def rollback(session: Session) -> None:
+    _open.pop(session, None)
+
+
+def commit(session: Session, stream_names_of: Mapping[int, list[str]] | None = None) -> None:
+    """Run the buffered statements as one consumption of every stream they read; the transaction ends either way."""
+    from dtables.streams import store as st
+    from dtables.streams.consume import consume, stream_tables
+
+    txn = _open.pop(session, None)
+    if txn is None or not txn.buffered:
+        return
+    known = st.names(session.store)
+    names = sorted({n for _, tree in txn.buffered for _, n in stream_tables(tree, known)})
+    if not names:
+        from dtables.sql.executor import execute_statement
+
+        for statement, tree in txn.buffered:  # no stream: plain statements, run in order
+            execute_statement(session, statement, tree)
+        return
+    for name in names:
+        txn.read(session, name)
+    consume(session, txn.buffered, {n: txn.reads[n] for n in names}, names)
