@@ -157,14 +157,16 @@ def _location(session: Session, name: str) -> str:
 def reconcile(session: Session, name: str) -> Definition:
     """Repair the store from the table's Delta log after an interrupted refresh (call under the table's lock)."""
     d = defs.require(session.store, name)
-    commit = committed_refresh(session.spark, _location(session, name), min_sequence=d.refresh_seq + 1)
+    # The newest refresh commit the store may not know about, or whose history record was never finished.
+    commit = committed_refresh(session.spark, _location(session, name), min_sequence=max(1, d.refresh_seq))
     if commit is not None:
         meta = commit.metadata
-        defs.record_refreshed(
-            session.store, name, data_timestamp=dt.datetime.fromisoformat(meta.data_timestamp),
-            data_version=commit.version, frontier=dict(meta.frontier), refresh_seq=meta.sequence,
-            initialized_hash=meta.definition_hash, source_identities=dict(meta.source_identities),
-            only_if_seq_below=meta.sequence)
+        if meta.sequence > d.refresh_seq:
+            defs.record_refreshed(
+                session.store, name, data_timestamp=dt.datetime.fromisoformat(meta.data_timestamp),
+                data_version=commit.version, frontier=dict(meta.frontier), refresh_seq=meta.sequence,
+                initialized_hash=meta.definition_hash, source_identities=dict(meta.source_identities),
+                only_if_seq_below=meta.sequence)
         record = history.get(session.store, meta.refresh_id)
         if record is not None and record.state != history.SUCCEEDED:
             history.update(session.store, meta.refresh_id, state=history.SUCCEEDED, target_version=commit.version,
