@@ -17,6 +17,7 @@ setup: $(STAMP)
 
 demo: setup
 	$(PY) projects_example/quickstart.py
+	$(PY) projects_example/retail_demo.py
 
 test: setup
 	$(PY) -m pytest -q

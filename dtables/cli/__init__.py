@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dtables.cli.app import app
-from dtables.cli import project_cmds, sql_cmds  # noqa: F401  (register the verbs)
+from dtables.cli import project_cmds, refresh_cmds, sql_cmds  # noqa: F401  (register the verbs)
 
 
 def main() -> None:

@@ -86,9 +86,13 @@ def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) ->
 
 def validate_project(folder: Any, profile: str | None = None) -> Project:
     """Load and check a project; raise ProjectError listing every problem with file and line."""
+    return check_project(load_project(folder, profile))[0]
+
+
+def check_project(project: Project) -> tuple[Project, Schema]:
+    """Check a loaded project; return it with the schema of every table whose columns are known."""
     from scheduler import SchedulerError
 
-    project = load_project(folder, profile)
     schema, opaque = _source_schema(project)
     names = {s.name for s in project.sources} | {m.name for m in project.dynamic_tables}
     problems: list[str] = []
@@ -115,4 +119,4 @@ def validate_project(folder: Any, profile: str | None = None) -> Project:
             schema[model.name] = columns
     if problems:
         raise ProjectError(format_problems(problems))
-    return project
+    return project, schema

@@ -1,0 +1,3 @@
+from dtables.cli import main
+
+main()

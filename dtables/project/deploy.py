@@ -1,0 +1,129 @@
+"""``dtables plan`` and ``dtables apply``: what it takes to make the warehouse match the project folder.
+
+The plan is data (a tuple of ``PlannedChange``), built first without touching anything, then executed by
+``apply_plan``: sources are created (and seeded when new), dynamic tables created or replaced in dependency order
+(a changed definition is reinitialized), streams created, and dynamic tables no longer in the folder dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import differentiation as diff
+from dtables.project.loader import DynamicTableSpec, Project
+from dtables.project.validate import check_project
+
+NEW, CHANGED, UNCHANGED, REMOVED = "NEW", "CHANGED", "UNCHANGED", "REMOVED"
+
+
+@dataclass(frozen=True)
+class PlannedChange:
+    kind: str            # source | dynamic table | stream
+    name: str
+    status: str          # NEW | CHANGED | UNCHANGED | REMOVED
+    refresh: str = ""    # INCREMENTAL | FULL (dynamic tables)
+    reason: str = ""     # why that refresh mode, or what changed
+
+
+def _normalized_query(query: str) -> str:
+    from dtables.dynamic.definition import qualify_sources, query_sql
+    from dtables.sql.dialect import parse_one
+
+    return query_sql(qualify_sources(parse_one(query))[0])
+
+
+def _refresh_mode(spec: DynamicTableSpec, schema: dict[str, dict[str, str]]) -> tuple[str, str]:
+    if spec.refresh_mode == "FULL":
+        return "FULL", "REFRESH_MODE = FULL was requested"
+    if any(t not in schema for t in spec.reads):
+        return "?", "decided at creation (a source's columns are known only once it exists)"
+    try:
+        reason = diff.incremental_reason(diff.build_plan(_normalized_query(spec.query), schema))
+    except diff.UnsupportedQuery as e:
+        reason = str(e)
+    if reason is None:
+        return "INCREMENTAL", "every operator of the query can be maintained incrementally"
+    if spec.refresh_mode == "INCREMENTAL":
+        return "ERROR", f"REFRESH_MODE = INCREMENTAL is not possible: {reason}"
+    return "FULL", f"AUTO chose FULL: {reason}"
+
+
+def _what_changed(spec: DynamicTableSpec, stored: Any) -> str:
+    changes = []
+    if _normalized_query(spec.query) != stored.query:
+        changes.append("query (reinitialized)")
+    if spec.target_lag.upper() != stored.target_lag.upper():
+        changes.append(f"target lag {stored.target_lag} -> {spec.target_lag}")
+    if spec.refresh_mode != stored.refresh_mode:
+        changes.append(f"refresh mode {stored.refresh_mode} -> {spec.refresh_mode}")
+    return ", ".join(changes)
+
+
+def plan_project(session: Any, project: Project) -> tuple[PlannedChange, ...]:
+    from dtables.dynamic import definition as defs
+
+    project, schema = check_project(project)
+    out: list[PlannedChange] = []
+    for source in project.sources:
+        exists = session.catalog.lookup(source.name) is not None
+        seeded = f" (seeded from {source.seed.name})" if source.seed and not exists else ""
+        out.append(PlannedChange("source", source.name, UNCHANGED if exists else NEW, reason=seeded.strip()))
+    for name in project.dag().topological_order():
+        spec = project.dynamic_table(name)
+        mode, why = _refresh_mode(spec, schema)
+        stored = defs.load(session.store, name)
+        if stored is None:
+            out.append(PlannedChange("dynamic table", name, NEW, mode, why))
+            continue
+        changed = _what_changed(spec, stored)
+        out.append(PlannedChange("dynamic table", name, CHANGED if changed else UNCHANGED, mode,
+                                 f"{changed}; {why}" if changed else why))
+    wanted = {d.name for d in project.dynamic_tables}
+    for stored in defs.load_all(session.store):
+        if stored.name not in wanted:
+            out.append(PlannedChange("dynamic table", stored.name, REMOVED, reason="not in the project folder"))
+    for stream in project.streams:
+        exists = session.catalog.lookup(stream.name) is not None or _stream_exists(session, stream.name)
+        out.append(PlannedChange("stream", stream.name, UNCHANGED if exists else NEW))
+    return tuple(out)
+
+
+def _stream_exists(session: Any, name: str) -> bool:
+    try:
+        rows = session.store.query("SELECT 1 FROM streams WHERE name = ?", (name,))
+    except Exception:  # noqa: BLE001 - no streams table: streams are not installed in this store
+        return False
+    return bool(rows)
+
+
+def _seed(session: Any, table: str, path: Any) -> None:
+    schema = session.table(table).schema
+    reader = session.spark.read.schema(schema)
+    df = reader.option("header", True).csv(str(path)) if path.suffix == ".csv" else reader.json(str(path))
+    df.write.format("delta").mode("append").saveAsTable(table)
+
+
+def apply_plan(session: Any, project: Project, plan: tuple[PlannedChange, ...]) -> list[PlannedChange]:
+    """Carry out a plan; returns the changes made. Stops at the first failure (its error names the object)."""
+    done: list[PlannedChange] = []
+    sources = {s.name: s for s in project.sources}
+    for change in plan:
+        if change.status == UNCHANGED:
+            continue
+        if change.kind == "source":
+            spec = sources[change.name]
+            session.sql(spec.statement)
+            if spec.seed is not None:
+                _seed(session, spec.name, spec.seed)
+        elif change.kind == "dynamic table" and change.status in (NEW, CHANGED):
+            session.sql(project.dynamic_table(change.name).create_statement())
+        elif change.kind == "stream":
+            statement = next(s.statement for s in project.streams if s.name == change.name)
+            session.sql(statement)
+        done.append(change)
+    for change in reversed(plan):
+        if change.kind == "dynamic table" and change.status == REMOVED:
+            session.sql(f"DROP DYNAMIC TABLE IF EXISTS {change.name}")
+            done.append(change)
+    return done

@@ -1,0 +1,67 @@
+"""Issue 7: the real `dtables` command in a subprocess — output, --json, exit codes, file/line in errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DTABLES = [sys.executable, "-m", "dtables.cli"]
+
+
+def run(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([*DTABLES, *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+    if ok:
+        assert result.returncode == 0, f"dtables {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    else:
+        assert result.returncode != 0, f"dtables {' '.join(args)} should have failed:\n{result.stdout}"
+    return result
+
+
+def test_init_validate_and_dag_without_spark(tmp_path):
+    run("init", "demo", cwd=tmp_path)
+    project = tmp_path / "demo"
+    assert (project / "dtables.yml").exists() and (project / "models" / "store_totals.sql").exists()
+    assert "ok: 1 source table(s), 2 dynamic table(s)" in run("validate", cwd=project).stdout
+    dag = run("dag", "--format", "mermaid", cwd=project).stdout
+    assert "flowchart LR" in dag and "default.big_sales" in dag and "-->" in dag
+    again = run("init", "demo", cwd=tmp_path, ok=False)
+    assert "exists already" in again.stderr
+
+
+def test_validate_reports_file_and_line_and_fails(tmp_path):
+    run("init", "demo", cwd=tmp_path)
+    project = tmp_path / "demo"
+    (project / "models" / "broken.sql").write_text("-- target_lag: 1 hour\nSELECT nocol\nFROM sales\n")
+    result = run("validate", cwd=project, ok=False)
+    assert "broken.sql:2" in result.stderr and "nocol" in result.stderr
+
+
+def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
+    run("init", "demo", cwd=tmp_path)
+    project = tmp_path / "demo"
+    applied = run("apply", cwd=project).stdout
+    assert "applied 3 change(s)" in applied
+    run("sql", "-e", "INSERT INTO sales VALUES (5, 'west', 99.00, DATE'2026-01-03');"
+        "UPDATE sales SET amount = 50 WHERE sale_id = 2", cwd=project)
+    refreshed = json.loads(run("refresh", "--json", cwd=project).stdout)
+    assert {r["table"]: r["action"] for r in refreshed} == {"default.big_sales": "INCREMENTAL",
+                                                           "default.store_totals": "INCREMENTAL"}
+    totals = json.loads(run("sql", "--json", "-e", "SELECT store, sales, total FROM store_totals ORDER BY store",
+                            cwd=project).stdout)
+    assert [(t["store"], t["sales"], str(t["total"])) for t in totals] == [
+        ("east", 1, "12.75"), ("north", 2, "65.00"), ("south", 1, "50.00"), ("west", 1, "99.00")]
+    model = project / "models" / "big_sales.sql"
+    model.write_text(model.read_text().replace(">= {{ var('min_amount') }}", "> 20"))
+    plan = json.loads(run("plan", "--json", cwd=project).stdout)
+    status = {p["name"]: p["status"] for p in plan}
+    assert status["default.big_sales"] == "CHANGED" and status["default.store_totals"] == "UNCHANGED"
+    history = json.loads(run("history", "--json", cwd=project).stdout)
+    assert {h["action"] for h in history} >= {"FULL", "INCREMENTAL"}
+    failed = run("sql", "-e", "SELECT * FROM nope", cwd=project, ok=False)
+    assert "nope" in failed.stderr and "does not exist" in failed.stderr
