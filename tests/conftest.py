@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
+
+from dtables.testing import assert_same_rows, rows_multiset  # noqa: F401  (re-exported for tests)
 
 
 @pytest.fixture(scope="session")
@@ -18,29 +18,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
     session = build_spark(wh.as_uri(), master="local[2]")
     yield session
     session.stop()
-
-
-def rows_multiset(rows: Iterable[Any]) -> collections.Counter:
-    """A multiset of rows as tuples (Spark Rows, tuples or dicts)."""
-    out: collections.Counter = collections.Counter()
-    for r in rows:
-        if hasattr(r, "asDict"):
-            r = tuple(r)
-        elif isinstance(r, dict):
-            r = tuple(r.values())
-        out[tuple(r)] += 1
-    return out
-
-
-def assert_same_rows(actual: Iterable[Any], expected: Iterable[Any]) -> None:
-    """Compare two row collections as multisets, both ways, with a readable diff."""
-    a, e = rows_multiset(actual), rows_multiset(expected)
-    missing, extra = e - a, a - e
-    if missing or extra:
-        lines = ["row multisets differ"]
-        lines += [f"  missing x{n}: {r}" for r, n in sorted(missing.items(), key=repr)]
-        lines += [f"  extra   x{n}: {r}" for r, n in sorted(extra.items(), key=repr)]
-        raise AssertionError("\n".join(lines))
 
 
 @pytest.fixture

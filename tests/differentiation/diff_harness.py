@@ -25,19 +25,8 @@ _counter = itertools.count()
 Row = tuple[Any, ...]
 
 
-def multiset(rows: Iterable[Any]) -> collections.Counter:
-    return collections.Counter(tuple(r) for r in rows)
-
-
-def assert_same_rows(actual: Iterable[Any], expected: Iterable[Any]) -> None:
-    """Multiset equality both ways, with a readable diff."""
-    a, e = multiset(actual), multiset(expected)
-    missing, extra = e - a, a - e
-    if missing or extra:
-        lines = ["row multisets differ"]
-        lines += [f"  missing x{n}: {r}" for r, n in sorted(missing.items(), key=repr)]
-        lines += [f"  extra   x{n}: {r}" for r, n in sorted(extra.items(), key=repr)]
-        raise AssertionError("\n".join(lines))
+from dtables.testing import assert_same_rows  # noqa: E402,F401
+from dtables.testing import rows_multiset as multiset  # noqa: E402,F401
 
 
 @dataclass
