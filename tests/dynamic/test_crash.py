@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_same_rows
+from dtables.testing import assert_same_rows
 from oracle import oracle_rows, table_rows
 
 from dtables.dynamic import definition as defs

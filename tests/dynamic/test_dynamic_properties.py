@@ -8,7 +8,7 @@ import tempfile
 from typing import Any
 
 import pytest
-from conftest import assert_same_rows
+from dtables.testing import assert_same_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle_rows, table_rows

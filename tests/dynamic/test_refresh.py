@@ -8,7 +8,7 @@ import pytest
 
 from dtables.dynamic import history
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
-from conftest import assert_same_rows
+from dtables.testing import assert_same_rows
 from oracle import latest_record, oracle_rows, table_rows
 
 
