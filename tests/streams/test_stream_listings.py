@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import assert_same_rows
+from dtables.testing import assert_same_rows
 
 
 def _rows(dt: Any, sql: str) -> list[tuple]:
