@@ -95,6 +95,25 @@ class Session:
             raise RefreshFailed(bad[-1].error or f"refresh of {bad[-1].name} ended {bad[-1].state}", tuple(records))
         return records
 
+    def create_stream(self, name: str, source: str, *, on: str = "TABLE", append_only: bool = False,
+                      show_initial_rows: bool = False, replace: bool = False, comment: str | None = None) -> None:
+        """Same as ``CREATE [OR REPLACE] STREAM name ON <on> source [APPEND_ONLY = TRUE] [SHOW_INITIAL_ROWS = TRUE]``."""
+        parts = [f"CREATE {'OR REPLACE ' if replace else ''}STREAM {name} ON {on} {source}"]
+        parts += ["APPEND_ONLY = TRUE"] if append_only else []
+        parts += ["SHOW_INITIAL_ROWS = TRUE"] if show_initial_rows else []
+        parts += [f"COMMENT = '{comment.replace(chr(39), chr(39) * 2)}'"] if comment else []
+        self.sql(" ".join(parts))
+
+    def drop_stream(self, name: str, if_exists: bool = False) -> None:
+        self.sql(f"DROP STREAM {'IF EXISTS ' if if_exists else ''}{name}")
+
+    def vacuum(self, table: str, retain_hours: float | None = None) -> Any:
+        """VACUUM ``table``, keeping every removed data file a live stream's frontier still needs (up to
+        ``dtables.stream.max_retention``, 14 days by default)."""
+        from dtables.streams.vacuum import vacuum
+
+        return vacuum(self, table, retain_hours)
+
     def history(self, name: str | None = None, since: Any = None) -> Any:
         """Refresh history (one row per refresh, oldest first) as a DataFrame; same as ``dtables.refresh_history``."""
         from dtables.dynamic.history import dataframe

@@ -309,6 +309,7 @@ def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequ
 def recover(session: Session, name: str) -> st.Stream:
     """The stream after finishing or forgetting a consumption a crash left pending (call with its lock held)."""
     stream = st.require(session.store, name)
+    session.catalog.ensure_registered(list(stream.frontier))  # a new process knows no table yet
     pending = stream.pending
     if not pending:
         return stream

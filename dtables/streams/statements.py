@@ -142,6 +142,7 @@ def show_streams(session: Session, tree: exp.Expression, statement: str) -> Any:
     for s in st.all_streams(session.store):
         if pattern is not None and not fnmatch.fnmatch(s.name.split(".")[-1], pattern):
             continue
+        session.catalog.ensure_registered(list(s.frontier))
         rows.append((s.created_at, s.name.split(".")[-1], s.name.split(".")[0], s.source, s.source_kind,
                      ", ".join(s.frontier), "APPEND_ONLY" if s.mode == "APPEND_ONLY" else "DEFAULT",
                      _stale(session, s) is not None, _stale_after(session, s), s.comment))

@@ -68,8 +68,16 @@ def begin(session: Session) -> None:
 
     if session in _open:
         raise StreamError("a transaction is already open on this session; COMMIT or ROLLBACK it first")
-    tables = sorted({t for s in st.all_streams(session.store) for t in s.frontier})
-    _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), latest_versions(session.spark, tables))
+    from dtables import changes as ch
+
+    pinned: dict[str, int] = {}
+    for table in sorted({t for s in st.all_streams(session.store) for t in s.frontier}):
+        session.catalog.ensure_registered([table])
+        try:
+            pinned.update(latest_versions(session.spark, [table]))
+        except ch.ChangeTrackingError:
+            continue  # a source dropped since: reading its streams fails later with the reason
+    _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), pinned)
 
 
 def rollback(session: Session) -> None:
