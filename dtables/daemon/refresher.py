@@ -1,0 +1,86 @@
+"""The scheduler's ``Refresher`` for a warehouse: the refresh executor, failures classified, one log line each.
+
+``ScheduledRefresher.refresh`` does what ``dtables.dynamic.executor.DynamicTableRefresher`` does (refresh one table
+to the scheduler's data timestamp, without its upstreams, which the tick plan already ordered before it) and adds
+what the daemon needs: whether a failure is worth retrying, the refresh id of the record the executor wrote (the
+failure policy annotates it), and a log line saying what was refreshed, why and how long it took.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from dtables.dynamic import history
+from dtables.dynamic.definition import to_iso
+from dtables.dynamic.executor import refresh as refresh_tables
+from dtables.errors import DtablesError
+from scheduler.runner import RefreshOutcome
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+log = logging.getLogger("dtables.daemon")
+
+# Failures another attempt can cure: Delta commit conflicts (a concurrent writer committed first; Delta's own
+# advice is "try the operation again") and a lost executor or driver connection. Everything else (bad SQL, a
+# missing source, a type error, division by zero) fails the same way again and is a user error.
+_TRANSIENT = re.compile(
+    r"Transaction conflict detected|Concurrent\w*Exception|by a concurrent update|MetadataChangedException"
+    r"|ProtocolChangedException|ExecutorLostFailure|Lost executor|Executor lost|FetchFailed"
+    r"|SparkContext was shut down|Py4JNetworkError|Answer from Java side is empty|Connection reset",
+    re.IGNORECASE,
+)
+
+
+def is_transient(error: str | None) -> bool:
+    """Whether a refresh error is a transient one (retried with backoff) rather than a user error."""
+    return bool(error) and _TRANSIENT.search(error or "") is not None
+
+
+class ScheduledRefresher:
+    """Refreshes one table at a time for the tick runner (thread-safe: each call is one executor refresh)."""
+
+    def __init__(self, session: Session, reasons: dict[tuple[str, dt.datetime], str] | None = None) -> None:
+        self.session = session
+        self.reasons = reasons if reasons is not None else {}  # (table, data timestamp) -> why it is in the plan
+        self.refresh_ids: dict[tuple[str, dt.datetime], str] = {}  # the record each refresh wrote
+        self.cancelling = threading.Event()  # set at a shutdown past its timeout: failures become CANCELLED
+
+    def refresh(self, name: str, data_timestamp: dt.datetime, trigger: str) -> RefreshOutcome:
+        why = self.reasons.get((name, data_timestamp), "requested")
+        started = time.monotonic()
+        try:
+            [record] = refresh_tables(self.session, [name], trigger=trigger, data_timestamp=data_timestamp,
+                                      with_upstreams=False)
+        except DtablesError as e:  # the table was dropped since the tick was planned
+            took = time.monotonic() - started
+            log.warning("refresh of %s to %s FAILED after %.2f s (%s): %s", name, to_iso(data_timestamp), took, why, e)
+            return RefreshOutcome(history.FAILED, error=str(e), duration_s=took)
+        took = time.monotonic() - started
+        self.refresh_ids[(name, data_timestamp)] = record.refresh_id
+        state, error = record.state, record.error
+        if state == history.FAILED and self.cancelling.is_set():
+            state, error = history.CANCELLED, f"cancelled at daemon shutdown (timeout); {error}"
+            history.update(self.session.store, record.refresh_id, state=state, error=error)
+        transient = state == history.FAILED and is_transient(error)
+        _log(name, data_timestamp, why, record, state, error, took, transient)
+        return RefreshOutcome(state, action=record.action or "", error=error, transient=transient, duration_s=took)
+
+
+def _log(name: str, at: dt.datetime, why: str, record: history.RefreshRecord, state: str, error: str | None,
+         took: float, transient: bool) -> None:
+    if state == history.SUCCEEDED:
+        rows = ""
+        if record.action not in (None, "NO_DATA"):
+            rows = f" +{record.rows_inserted or 0} -{record.rows_deleted or 0} ~{record.rows_updated or 0} rows,"
+        log.info("refreshed %s to %s: %s,%s %.2f s (%s)", name, to_iso(at), record.action, rows, took, why)
+    elif state == history.FAILED:
+        kind = "transient" if transient else "user error, not retried"
+        log.warning("refresh of %s to %s FAILED after %.2f s (%s; %s): %s", name, to_iso(at), took, why, kind, error)
+    else:
+        log.info("refresh of %s to %s %s after %.2f s (%s): %s", name, to_iso(at), state, took, why, error)
