@@ -20,6 +20,7 @@ from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
+from dtables.ingest import syntax as ingest_syntax
 from dtables.sql import dynamic_syntax
 from dtables.streams import syntax as stream_syntax
 
@@ -48,7 +49,7 @@ def _parse_set_change_tracking(p: DtablesParser) -> exp.Expression | None:
 
 # Ordered: the first parser that recognises the statement wins.
 DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynamic_syntax.PARSERS,
-                                              *stream_syntax.PARSERS]
+                                              *stream_syntax.PARSERS, *ingest_syntax.PARSERS]
 
 
 class DtablesParser(SparkParser):

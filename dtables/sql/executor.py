@@ -20,6 +20,7 @@ from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, no
 from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
+from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.spark import fs
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.references import table_names
@@ -289,4 +290,5 @@ HANDLERS: dict[type[exp.Expression], Handler] = {
     exp.Drop: _drop,
     **DYNAMIC_TABLE_HANDLERS,
     **streams.HANDLERS,
+    **INGEST_HANDLERS,
 }

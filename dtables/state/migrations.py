@@ -89,4 +89,22 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at           TEXT NOT NULL
     );
     """,
+    # 5: streaming ingestion channels (per table and name): epoch, idempotent-write app id, last commit's token.
+    """
+    CREATE TABLE channels (
+        table_name     TEXT NOT NULL,           -- normalized `db.name` of the table the channel writes
+        name           TEXT NOT NULL,           -- the channel's name as given
+        app_id         TEXT NOT NULL,           -- txnAppId of its Delta commits (unique per channel incarnation)
+        epoch          INTEGER NOT NULL,        -- bumped by every open; handles of an older epoch are invalid
+        seq            INTEGER NOT NULL DEFAULT 0, -- txnVersion of its newest commit in the log (epoch << 32 | n)
+        log_version    INTEGER NOT NULL,        -- table version of that commit (reconciliation reads the log after it)
+        offset_token   TEXT,                    -- offset token of the newest commit carrying rows or a token
+        committed_at   TEXT,                    -- ISO UTC time of that commit
+        rows_committed INTEGER NOT NULL DEFAULT 0, -- rows committed through the channel
+        on_error       TEXT NOT NULL,           -- CONTINUE | SKIP_BATCH | ABORT of the current handle
+        created_at     TEXT NOT NULL,
+        opened_at      TEXT NOT NULL,
+        PRIMARY KEY (table_name, name)
+    );
+    """,
 )

@@ -1,0 +1,31 @@
+"""SQL handlers of ingestion statements: ``SHOW CHANNELS`` (``HANDLERS`` joins the executor's mapping)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from dtables.catalog import normalize
+from dtables.ingest import store as cs
+from dtables.ingest.syntax import ShowChannels
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+LISTING = ("created_on STRING, name STRING, database_name STRING, table_name STRING, client_sequencer BIGINT, "
+           "offset_token STRING, committed_at STRING, rows_committed BIGINT, on_error STRING, opened_at STRING")
+
+
+def show_channels(session: Session, tree: exp.Expression, statement: str) -> Any:
+    """One row per channel, from the state store (which every open reconciles with the Delta log)."""
+    like = tree.args.get("like")
+    table = tree.args.get("table")
+    states = cs.listing(session.store, normalize(table.this) if table is not None else None,
+                        like.this if like is not None else None)
+    rows = [(s.created_at, s.name, s.table.split(".")[0], s.table.split(".")[1], s.epoch, s.offset_token,
+             s.committed_at, s.rows_committed, s.on_error, s.opened_at) for s in states]
+    return session.spark.createDataFrame(rows, LISTING)
+
+
+HANDLERS = {ShowChannels: show_channels}

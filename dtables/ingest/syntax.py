@@ -1,0 +1,40 @@
+"""Syntax of ``SHOW CHANNELS [LIKE '<pattern>'] [IN [TABLE] <table>]`` (Snowflake's spelling, narrowed to tables)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+if TYPE_CHECKING:
+    from dtables.sql.dialect import DtablesParser
+
+
+class ShowChannels(exp.Expression):
+    """``like``: a LIKE pattern on channel names; ``table``: only the channels of this table."""
+
+    arg_types = {"like": False, "table": False}
+
+
+_SHOW = re.compile(r"^\s*CHANNELS(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+(?:TABLE\s+)?(?P<table>[\w.`]+))?\s*$",
+                   re.IGNORECASE)
+
+
+def parse_show_channels(p: DtablesParser) -> exp.Expression | None:
+    # The tokenizer hands over everything after SHOW as one string (as for SHOW STREAMS).
+    if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
+        return None
+    text = p._prev.text
+    match = _SHOW.match(text)
+    if match is None:
+        if re.match(r"^\s*CHANNELS\b", text, re.IGNORECASE):
+            p.raise_error("expected SHOW CHANNELS [LIKE '<pattern>'] [IN [TABLE] <table>]")
+        return None
+    like, table = match.group("like"), match.group("table")
+    return ShowChannels(like=exp.Literal.string(like) if like is not None else None,
+                        table=exp.Literal.string(table.replace("`", "")) if table else None)
+
+
+PARSERS = (parse_show_channels,)
