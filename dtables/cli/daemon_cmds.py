@@ -126,3 +126,74 @@ def status(
         f"{r.last_refresh_state} {r.last_refresh_action or ''}".strip() if r.last_refresh_state else None,
         r.consecutive_failures, r.suspended_reason] for r in rows], False,
         title=f"dynamic tables (lag over the last {window:g} min)")
+
+
+# -- what `dtables dag` shows about each table's refreshes (used by project_cmds.dag) ----------------------------------
+def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> dict[str, list[str]]:
+    """Per dynamic table of the warehouse: its last refresh state and, when suspended, why. Empty when nothing
+    was applied yet (the state store does not exist), so ``dag`` still works on a fresh checkout without Spark."""
+    from dtables.daemon.failures import FailureStore
+    from dtables.daemon.schedule import USER_SUSPENDED, last_finished
+    from dtables.dynamic import definition as defs
+
+    store = open_project_store(project, profile)
+    if store is None:
+        return {}
+    reasons = FailureStore(store).suspension_reasons()
+    notes: dict[str, list[str]] = {}
+    for d in defs.load_all(store):
+        last = last_finished(store, d.name)
+        lines = [f"last {last.state} {last.action or ''}".strip() if last else "never refreshed"]
+        if d.state == defs.SUSPENDED:
+            reason = reasons.get(d.name, USER_SUSPENDED)
+            lines.append("SUSPENDED: " + (reason if len(reason) <= limit else reason[: limit - 3] + "..."))
+        notes[d.name] = lines
+    return notes
+
+
+def render_dag_png(graph, label, output: Path) -> str:  # type: ignore[no-untyped-def]
+    """Draw ``graph`` to ``output``: with Graphviz's ``dot`` when it is on PATH, else networkx + matplotlib; a
+    clear error naming what to install when neither is there. Returns which renderer drew it."""
+    import shutil
+    import subprocess
+
+    dot = shutil.which("dot")
+    if dot is not None:
+        done = subprocess.run([dot, "-Tpng", "-o", str(output)], input=graph.to_dot(label=label), text=True,
+                              capture_output=True)
+        if done.returncode != 0:
+            raise DtablesError(f"graphviz dot failed: {done.stderr.strip()}")
+        return "graphviz"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise DtablesError("--format png needs Graphviz's `dot` program on PATH (apt-get install graphviz) or "
+                           "matplotlib (pip install 'dtables[png]')") from None
+    import networkx as nx
+
+    drawn = nx.DiGraph()
+    for layer, names in enumerate(graph.generations()):
+        for name in names:
+            drawn.add_node(name, layer=layer)
+    drawn.add_edges_from((up, name) for name in graph.topological_order() for up in graph.upstreams(name))
+    pos = nx.multipartite_layout(drawn, subset_key="layer")
+    width = 3.5 * max(1, len(graph.generations()))
+    height = 1.6 * max([len(g) for g in graph.generations()] or [1])
+    fig, ax = plt.subplots(figsize=(max(6.0, width), max(3.0, height)))
+    for up, down in drawn.edges:  # arrows stop short of the label boxes drawn on top
+        ax.annotate("", xy=pos[down], xytext=pos[up],
+                    arrowprops={"arrowstyle": "-|>", "shrinkA": 55, "shrinkB": 55, "color": "gray"})
+    for name, (x, y) in pos.items():
+        ax.text(x, y, f"{name}\n{label(name)}", ha="center", va="center", fontsize=8,
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "black"})
+    xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
+    ax.set_xlim(min(xs) - 0.35, max(xs) + 0.35)
+    ax.set_ylim(min(ys) - 0.5, max(ys) + 0.5)
+    ax.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+    return "matplotlib"

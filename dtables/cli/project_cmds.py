@@ -36,18 +36,24 @@ def validate(project: Path = ProjectOption, profile: Optional[str] = ProfileOpti
 
 @app.command()
 def dag(
-    fmt: str = typer.Option("text", "--format", help="text, mermaid or dot."),
+    fmt: str = typer.Option("text", "--format", help="text, mermaid, dot or png."),
+    output: Path = typer.Option(Path("dag.png"), "--output", "-o", help="File written by --format png."),
     project: Path = ProjectOption, profile: Optional[str] = ProfileOption,
 ) -> None:
-    """Print the dynamic tables' dependency graph with each table's target lag."""
+    """Print the dynamic tables' dependency graph with each table's target lag, last refresh and suspension."""
+    from dtables.cli.daemon_cmds import dag_node_notes, render_dag_png
     from dtables.project.validate import validate_project
 
     with failing_cleanly():
         p = validate_project(project, profile)
         graph = p.dag()
         lags = {d.name: d.target_lag for d in p.dynamic_tables}
-        label = lambda name: f"lag {lags.get(name, '?')}"  # noqa: E731
+        notes = dag_node_notes(project, profile)  # from the warehouse's state store, if it exists
+        label = lambda name: "; ".join([f"lag {lags.get(name, '?')}", *notes.get(name, [])])  # noqa: E731
         renderers = {"text": graph.to_text, "mermaid": graph.to_mermaid, "dot": graph.to_dot}
+        if fmt == "png":
+            console.print(f"wrote {output} ({render_dag_png(graph, label, output)})")
+            return
         if fmt not in renderers:
-            raise typer.BadParameter(f"--format must be one of {', '.join(renderers)}")
+            raise typer.BadParameter(f"--format must be one of {', '.join([*renderers, 'png'])}")
         print(renderers[fmt](label=label))

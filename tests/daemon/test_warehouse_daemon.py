@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dtables.cli.daemon_cmds import dag_node_notes
 from dtables.daemon import DaemonOptions, WarehouseDaemon, is_transient
 from dtables.daemon.failures import FailureStore
 from dtables.daemon.schedule import choose_base_period_s, refresh_running
@@ -91,7 +92,8 @@ def test_one_tick_refreshes_due_tables_and_downstream_only_for_a_reader(shop: An
                      .collect())
 
 
-def test_failing_table_is_suspended_with_its_downstream_while_others_keep_refreshing(dt: Any) -> None:
+def test_failing_table_is_suspended_with_its_downstream_while_others_keep_refreshing(dt: Any, warehouse: Path,
+                                                                                    tmp_path: Path) -> None:
     dt.sql("CREATE TABLE orders (id INT, amount DOUBLE)")
     dt.sql("INSERT INTO orders VALUES (1, 10.0)")
     dt.sql("CREATE TABLE doomed (id INT)")
@@ -117,6 +119,11 @@ def test_failing_table_is_suspended_with_its_downstream_while_others_keep_refres
     assert "upstream default.bad suspended" in reasons["default.bad_reader"]
     assert "suspended by the scheduler" in (scheduled(dt, "bad")[-1].reason or "")
     assert "suspended by the scheduler" in (scheduled(dt, "bad_reader")[-1].reason or "")
+    (tmp_path / "dtables.yml").write_text(f"name: t\nwarehouse: {warehouse}\n")
+    notes = dag_node_notes(tmp_path, None)  # what `dtables dag` prints on each node
+    assert notes["default.bad"][0] == "last FAILED" and notes["default.bad"][1].startswith("SUSPENDED: FAILED: 2")
+    assert notes["default.bad_reader"][1].startswith("SUSPENDED: UPSTREAM_FAILED: upstream default.bad")
+    assert notes["default.good"] == ["last SUCCEEDED NO_DATA"]
 
     bad_records = len(scheduled(dt, "bad"))
     third = tick(dt).results[0]  # suspended tables are left alone, the independent one keeps refreshing
@@ -170,9 +177,7 @@ def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def check_status_json_and_second_daemon_refused(shop: Any, warehouse: Path, tmp_path: Path) -> None:
     """After one tick: `dtables status --json`, and `dtables daemon` refused while a daemon holds the lock
     (neither starts Spark)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "dtables.yml").write_text(f"name: shop\nwarehouse: {warehouse}\n")
+    project = shop_project(tmp_path, warehouse)
 
     done = _cli(project, "status", "--json", "--base-period", str(BASE))
     assert done.returncode == 0, done.stderr
@@ -194,3 +199,27 @@ def check_status_json_and_second_daemon_refused(shop: Any, warehouse: Path, tmp_
     assert refused.returncode != 0
     assert f"pid {os.getpid()}" in refused.stderr and "already running" in refused.stderr
     assert running == {"running": True, "pid": os.getpid()}
+
+    graph = _cli(project, "dag")
+    assert graph.returncode == 0, graph.stderr
+    assert "default.totals  [lag 1 second; last SUCCEEDED FULL]  <- default.enriched" in graph.stdout
+    assert "default.unread  [lag DOWNSTREAM; never refreshed]" in graph.stdout
+    png = _cli(project, "dag", "--format", "png", "--output", str(tmp_path / "dag.png"))
+    assert png.returncode == 0, png.stderr
+    assert (tmp_path / "dag.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def shop_project(tmp_path: Path, warehouse: Path) -> Path:
+    """A project folder describing the `shop` fixture's tables, on the test's warehouse."""
+    project = tmp_path / "project"
+    (project / "sources").mkdir(parents=True)
+    (project / "models").mkdir()
+    (project / "dtables.yml").write_text(f"name: shop\nwarehouse: {warehouse}\n")
+    (project / "sources" / "orders.sql").write_text("CREATE TABLE orders (id INT, cust INT, amount DOUBLE);\n")
+    models = {"enriched": ("DOWNSTREAM", "SELECT id, cust, amount FROM {{ ref('orders') }} WHERE amount > 1"),
+              "totals": ("1 second", "SELECT cust, count(*) AS n, sum(amount) AS total FROM {{ ref('enriched') }} "
+                                     "GROUP BY cust"),
+              "unread": ("DOWNSTREAM", "SELECT id FROM {{ ref('orders') }}")}
+    for name, (lag, query) in models.items():
+        (project / "models" / f"{name}.sql").write_text(f"-- target_lag: {lag}\n{query}\n")
+    return project
