@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
-from dtables.catalog import Catalog
+from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
 from dtables.state import StateStore
 
@@ -50,7 +50,10 @@ class Session:
         return execute_script(self, text)
 
     def table(self, name: str) -> Any:
-        """The current contents of a table or view as a DataFrame."""
+        """The current contents of a table or view as a DataFrame (a dynamic table's visible columns)."""
+        obj = self.catalog.lookup(name)
+        if obj is not None and obj["kind"] == "DYNAMIC_TABLE":
+            return self.sql(f"SELECT * FROM {quote(obj['name'])}")
         self.catalog.ensure_registered([name])
         return self.spark.table(name)
 
@@ -107,12 +110,13 @@ class Session:
     def drop_stream(self, name: str, if_exists: bool = False) -> None:
         self.sql(f"DROP STREAM {'IF EXISTS ' if if_exists else ''}{name}")
 
-    def vacuum(self, table: str, retain_hours: float | None = None) -> Any:
-        """VACUUM ``table``, keeping every removed data file a live stream's frontier still needs (up to
-        ``dtables.stream.max_retention``, 14 days by default)."""
+    def vacuum(self, table: str, retain_hours: float | None = None, dry_run: bool = False) -> Any:
+        """Same as ``VACUUM table [RETAIN retain_hours HOURS] [DRY RUN]``: keeps every removed data file a live
+        stream's frontier (up to ``dtables.stream.max_retention``, 14 days by default) or a dynamic table's
+        frontier still needs."""
         from dtables.streams.vacuum import vacuum
 
-        return vacuum(self, table, retain_hours)
+        return vacuum(self, table, retain_hours, dry_run)
 
     def history(self, name: str | None = None, since: Any = None) -> Any:
         """Refresh history (one row per refresh, oldest first) as a DataFrame; same as ``dtables.refresh_history``."""

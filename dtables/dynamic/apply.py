@@ -22,7 +22,7 @@ from differentiation import render_changes, render_snapshot
 from dtables.changes.log import DeltaLog
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
-from dtables.dynamic.plan import RefreshAction
+from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 
 METADATA_KEY = "dtables_refresh"
@@ -77,20 +77,43 @@ def _q(name: str) -> str:
 
 
 def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> str:
-    """Positional mapping of the rendered plan's columns to the table's, cast to the stored types."""
+    """Positional mapping of the rendered plan's columns to the table's, cast to the stored types (hidden state
+    columns, typed None, keep the plan's own types)."""
     if len(source_columns) != len(target):
         raise ValueError(f"the query produces {len(source_columns)} columns, the table has {len(target)}")
-    return ", ".join(f"CAST({_q(s)} AS {t.type}) AS {_q(t.name)}" for s, t in zip(source_columns, target))
+    return ", ".join(f"CAST({_q(s)} AS {t.type}) AS {_q(t.name)}" if t.type else f"{_q(s)} AS {_q(t.name)}"
+                     for s, t in zip(source_columns, target))
+
+
+def stored_columns(action: RefreshAction, columns: Sequence[Column]) -> list[Column]:
+    """The table's columns this write fills: the query's, then the hidden aggregate state the plan maintains."""
+    plan_cols = action.plan.columns() if action.plan is not None else ()
+    helpers = plan_cols[len(columns):]
+    return list(columns) + [Column(stored_name(h), "") for h in helpers]
+
+
+def register_state(clone: Any, location: str, version: int, action: RefreshAction, columns: Sequence[Column]) -> None:
+    """The table's stored state at ``version`` as the temp view the algebraic change plan reads (``STATE_VIEW``):
+    the helper columns under the names the plan gives them."""
+    assert action.plan is not None
+    helpers = action.plan.columns()[len(columns):]
+    (clone.read.format("delta").option("versionAsOf", version).load(location)
+     .selectExpr(*(f"{_q(stored_name(h))} AS {_q(h)}" for h in helpers))
+     .createOrReplaceTempView(STATE_VIEW))
 
 
 def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSources, query: str,
-          columns: Sequence[Column]) -> None:
-    """Apply ``action`` to the table at ``location`` in one commit (the session must be configured first)."""
+          columns: Sequence[Column], state_version: int | None = None) -> None:
+    """Apply ``action`` to the table at ``location`` in one commit (the session must be configured first).
+
+    ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
+    state, whose change set is computed from the stored groups)."""
     target = f"delta.{_q(location)}"
     if action.write == "OVERWRITE":
         if action.plan is not None:
             body = render_snapshot(action.plan, sources, "end")
-            select = f"SELECT {_cast_select(action.plan.columns(), columns)}, __row_id AS {_q(ROW_ID_COLUMN)}"
+            select = (f"SELECT {_cast_select(action.plan.columns(), stored_columns(action, columns))}, "
+                      f"__row_id AS {_q(ROW_ID_COLUMN)}")
         else:  # no plan (the query cannot be built into one): any unique id will do, FULL overwrites every time
             body = sources.plain_query(query)
             df_cols = clone.sql(body).columns
@@ -99,21 +122,26 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location))
         return
     assert action.derivative is not None and action.plan is not None
+    targets = stored_columns(action, columns)
+    if len(targets) > len(columns):
+        if state_version is None:
+            raise ValueError("an aggregate maintained from its stored state needs the table version holding it")
+        register_state(clone, location, state_version, action, columns)
     changes = render_changes(action.derivative, sources)
     plan_cols = action.plan.columns()
     if action.write == "APPEND":
-        df = clone.sql(f"SELECT {_cast_select(plan_cols, columns)}, `METADATA$ROW_ID` AS {_q(ROW_ID_COLUMN)} "
+        df = clone.sql(f"SELECT {_cast_select(plan_cols, targets)}, `METADATA$ROW_ID` AS {_q(ROW_ID_COLUMN)} "
                        f"FROM ({changes}) AS c WHERE `METADATA$ACTION` = 'INSERT'")
         df.write.format("delta").mode("append").save(location)
         return
     # One row per row id: its INSERT if it has one (new values), else its DELETE (flagged).
-    source = (f"SELECT {_cast_select(plan_cols, columns)}, `METADATA$ROW_ID` AS __dt_rid, "
+    source = (f"SELECT {_cast_select(plan_cols, targets)}, `METADATA$ROW_ID` AS __dt_rid, "
               f"`METADATA$ACTION` = 'DELETE' AS __dt_delete FROM (SELECT *, row_number() OVER (PARTITION BY "
               f"`METADATA$ROW_ID` ORDER BY `METADATA$ACTION` DESC) AS __dt_pick FROM ({changes}) AS c0) AS c "
               f"WHERE __dt_pick = 1")
-    sets = ", ".join(f"t.{_q(c.name)} = s.{_q(c.name)}" for c in columns)
-    names = ", ".join(_q(c.name) for c in columns)
-    values = ", ".join(f"s.{_q(c.name)}" for c in columns)
+    sets = ", ".join(f"t.{_q(c.name)} = s.{_q(c.name)}" for c in targets)
+    names = ", ".join(_q(c.name) for c in targets)
+    values = ", ".join(f"s.{_q(c.name)}" for c in targets)
     clone.sql(f"MERGE INTO {target} AS t USING ({source}) AS s ON t.{_q(ROW_ID_COLUMN)} = s.__dt_rid "
               f"WHEN MATCHED AND s.__dt_delete THEN DELETE "
               f"WHEN MATCHED THEN UPDATE SET {sets} "

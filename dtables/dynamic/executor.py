@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from differentiation import ChangeStats
 from dtables.catalog import normalize
 from dtables.changes import Interval, change_stats
+from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
@@ -194,6 +195,14 @@ def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -
     return out
 
 
+def _stored_columns(session: Session, d: Definition) -> tuple[str, ...]:
+    """The columns the table holds at its last refresh, hidden ones included (from the log: no Spark job)."""
+    if d.data_version is None:
+        return ()
+    log = DeltaLog(session.spark, _location(session, d.name), d.name)
+    return tuple(f["name"] for f in json.loads(log.metadata_at(d.data_version).schema_json)["fields"])
+
+
 def _error_text(name: str, error: BaseException) -> str:
     if isinstance(error, DtablesError):
         cause = str(error)
@@ -217,7 +226,7 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
     history.start(store, name, rid, trigger, at, d.frontier)
     try:
         sources = {s: resolve_source(session, name, s, at) for s in d.sources}
-        action = decide(d, sources, _stats(session, d, sources), at)
+        action = decide(d, sources, _stats(session, d, sources), at, _stored_columns(session, d))
         history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after)
         identities = {n: s.identity for n, s in sources.items()}
         if action.action == NO_DATA:
@@ -242,7 +251,7 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
             history.update(store, rid, sequence=seq)
             location = _location(session, name)
             _fault("before_write")
-            write(clone, location, action, refresh_sources, d.query, columns)
+            write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
             _fault("after_write")
             commit = committed_refresh(session.spark, location, min_sequence=seq)
             if commit is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dtables.changes.log import DeltaLog
+from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.errors import DynamicTableError
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ def describe_version(name: str, log: DeltaLog, version: int, is_dynamic: bool) -
 
     meta = log.metadata_at(version)
     fields = json.loads(meta.schema_json)["fields"]
-    schema = tuple((f["name"], _type_name(f["type"])) for f in fields)
+    # A dynamic table's hidden columns (row id, aggregate state) are not part of what its readers see.
+    schema = tuple((f["name"], _type_name(f["type"])) for f in fields
+                   if not (is_dynamic and f["name"].startswith(STATE_PREFIX)))
     identity = f"{meta.table_id}:{hashlib.sha256(meta.schema_json.encode()).hexdigest()[:16]}"
     return SourceVersion(name, log.location, version, identity, schema, is_dynamic)
 

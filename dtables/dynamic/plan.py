@@ -8,12 +8,13 @@ executor runs it.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from differentiation import ChangeStats, Derivative, UnsupportedQuery, build_plan, differentiate, incremental_reason
 from differentiation.plan import Node
-from dtables.dynamic.definition import FULL, INCREMENTAL, Definition
+from differentiation.rules.aggregate_algebraic import state_aggregate, with_state_columns
+from dtables.dynamic.definition import FULL, INCREMENTAL, STATE_PREFIX, Definition
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion
 
@@ -21,6 +22,9 @@ NO_DATA, REINITIALIZE = "NO_DATA", "REINITIALIZE"
 ACTIONS = (NO_DATA, INCREMENTAL, FULL, REINITIALIZE)
 # How the new contents are written: nothing, a plain append of inserts, a MERGE on the row id, an overwrite.
 WRITES = ("NONE", "APPEND", "MERGE", "OVERWRITE")
+# The temp view holding the table's stored aggregate state at its last refresh (see ``maintained_plan``); the
+# refresh registers it in its own Spark session before running the change plan.
+STATE_VIEW = "__dt_state"
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,24 @@ def incremental_support(query: str, sources: Mapping[str, SourceVersion]) -> tup
     return plan, incremental_reason(plan)
 
 
+def maintained_plan(plan: Node | None, refresh_mode: str) -> Node | None:
+    """The plan whose output the table stores: for an INCREMENTAL top-level COUNT/SUM/AVG aggregate, the query's
+    columns plus the helper columns (row count, sums, non-null counts per group) from which the next refresh
+    updates the stored groups as old + ΣΔ without rescanning the base tables; otherwise the query's plan."""
+    if plan is not None and refresh_mode == INCREMENTAL and state_aggregate(plan) is not None:
+        return with_state_columns(plan)
+    return plan
+
+
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
-           data_timestamp: dt.datetime) -> RefreshAction:
+           data_timestamp: dt.datetime, stored_columns: Collection[str] = ()) -> RefreshAction:
     """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
 
     ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
-    without an entry is unchanged). Raises DynamicTableError when an INCREMENTAL table's query can no longer be
-    differentiated (its sources' schemas changed under it).
+    without an entry is unchanged); ``stored_columns`` are the columns the table holds now (hidden ones included),
+    so a table lacking the aggregate state its plan maintains is reinitialized rather than patched. Raises
+    DynamicTableError when an INCREMENTAL table's query can no longer be differentiated (its sources' schemas
+    changed under it).
     """
     after = {name: s.version for name, s in sources.items()}
     before = dict(definition.frontier)
@@ -76,7 +91,7 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     if definition.refresh_mode_chosen == INCREMENTAL and why_not is not None:
         raise DynamicTableError(f"dynamic table {definition.name}: its query can no longer be refreshed "
                                 f"incrementally: {why_not}")
-    full_plan = plan if plan is not None else None
+    full_plan = maintained_plan(plan, definition.refresh_mode_chosen)
 
     if not definition.initialized:
         return action(FULL, "initial refresh: the table has no contents yet", "OVERWRITE", plan=full_plan)
@@ -94,6 +109,10 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
         if src.version < before.get(name, src.version):
             return action(REINITIALIZE, f"source {name} went back from version {before[name]} to {src.version} "
                           "(restored?)", "OVERWRITE", plan=full_plan)
+    missing = [c for c in state_columns(full_plan, plan) if stored_name(c) not in set(stored_columns)]
+    if missing and stored_columns:
+        return action(REINITIALIZE, "the table does not store the aggregate state its incremental refresh needs "
+                      f"({', '.join(stored_name(c) for c in missing)})", "OVERWRITE", plan=full_plan)
 
     changed = {n: s for n, s in stats.items() if s.changed and after.get(n) != before.get(n)}
     if not changed:
@@ -106,8 +125,23 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     if definition.refresh_mode_chosen == FULL:
         return action(FULL, f"REFRESH_MODE = FULL ({definition.refresh_mode_reason}); changed: {what}", "OVERWRITE",
                       plan=full_plan)
-    assert plan is not None
+    assert plan is not None and full_plan is not None
     all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
-    derivative = differentiate(plan, stats=all_stats)
-    write = "APPEND" if derivative.shape == "ADDED_ONLY" else "MERGE"
-    return action(INCREMENTAL, f"changed: {what}", write, shape=derivative.shape, plan=plan, derivative=derivative)
+    has_state = full_plan is not plan
+    derivative = differentiate(full_plan, stats=all_stats, state=f"`{STATE_VIEW}`" if has_state else None)
+    write = "APPEND" if derivative.shape == "ADDED_ONLY" and not has_state else "MERGE"
+    how = "; aggregate groups updated from their stored state" if has_state else ""
+    return action(INCREMENTAL, f"changed: {what}{how}", write, shape=derivative.shape, plan=full_plan,
+                  derivative=derivative)
+
+
+def state_columns(maintained: Node | None, plan: Node | None) -> tuple[str, ...]:
+    """The helper columns ``maintained`` adds to the query's own (empty unless it keeps aggregate state)."""
+    if maintained is None or plan is None or maintained is plan:
+        return ()
+    return maintained.columns()[len(plan.columns()):]
+
+
+def stored_name(helper: str) -> str:
+    """The hidden table column holding helper column ``helper`` (``__cnt`` -> ``__dtables_cnt``)."""
+    return STATE_PREFIX + helper.lstrip("_")

@@ -13,8 +13,14 @@ from typing import Any
 from sqlglot import exp
 
 from dtables.changes import Interval, redundant_delta, snapshot
+from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.frontier import SourceVersion
 from dtables.sql.dialect import parse_one, to_spark
+
+
+def _visible(df: Any) -> Any:
+    """A snapshot without the change reader's row id and a dynamic table's hidden columns."""
+    return df.drop(*(c for c in df.columns if c == "__row_id" or c.startswith(STATE_PREFIX)))
 
 
 class RefreshSources:
@@ -53,8 +59,8 @@ class RefreshSources:
             if name not in self.after:
                 continue
             src = self.after[name]
-            view = self._view(name, "plain", lambda src=src, name=name: snapshot(
-                self.spark, name, src.version, location=src.location).drop("__row_id"))
+            view = self._view(name, "plain", lambda src=src, name=name: _visible(snapshot(
+                self.spark, name, src.version, location=src.location)))
             table.replace(exp.Table(this=exp.to_identifier(view.strip("`")),
                                     alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
         return to_spark(tree)

@@ -11,12 +11,14 @@ from sqlglot import exp
 from dtables.catalog import NEW_TABLE_PROPERTIES, normalize, quote
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, Column, Definition, to_iso
+from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
 from dtables.dynamic.plan import incremental_support
+from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
+from dtables.sql.dialect import to_spark
 from dtables.sql.dynamic_syntax import (
     AlterDynamicTable,
     CreateDynamicTable,
@@ -94,12 +96,15 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
     query = defs.query_sql(query_tree)
     source_versions = _check_sources(session, name, sources)
     session.catalog.ensure_registered(sources)
-    schema = session.spark.sql(query).schema  # analysis only: names and types, no Spark job
+    visible = hide_state_columns(session, query_tree)  # upstream dynamic tables: their visible columns only
+    schema = session.spark.sql(query if visible is None else to_spark(visible)).schema  # analysis, no Spark job
     comments = _column_comments(name, tree.args.get("columns") or [], [f.name for f in schema.fields])
     columns = tuple(Column(comments[i][0], f.dataType.simpleString(), comments[i][1])
                     for i, f in enumerate(schema.fields))
-    if ROW_ID_COLUMN in {c.name for c in columns}:
-        raise DynamicTableError(f"dynamic table {name}: column name {ROW_ID_COLUMN} is reserved")
+    reserved = [c.name for c in columns if c.name.lower().startswith(STATE_PREFIX)]
+    if reserved:
+        raise DynamicTableError(f"dynamic table {name}: column name {reserved[0]} is reserved (names starting "
+                                f"with {STATE_PREFIX} hold dtables' own state)")
     mode, reason = choose_refresh_mode(name, tree.args["refresh_mode"].name.upper(), query, source_versions)
     comment = tree.args["comment"].name if tree.args.get("comment") else None
     d = Definition(name=name, query=query, sources=sources, columns=columns, target_lag=lag,

@@ -21,6 +21,7 @@ from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
+from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.references import table_names
@@ -116,7 +117,8 @@ def execute_script(session: Session, text: str) -> Any:
 def _dtables_parse_error(statement: str) -> SqlError | None:
     """A syntax error in dtables' own syntax (which Spark's parser cannot judge), or None."""
     upper = " ".join(statement.upper().split())
-    if "CHANGES" not in upper and "$" not in upper and " STREAM" not in upper and "DYNAMIC TABLE" not in upper:
+    if "CHANGES" not in upper and "$" not in upper and " STREAM" not in upper and "DYNAMIC TABLE" not in upper \
+            and not upper.startswith("VACUUM"):  # a VACUUM dtables cannot read must not bypass stream frontiers
         return None
     try:
         sqlglot.parse_one(statement, read=Dtables)
@@ -152,6 +154,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         if handler is not None:
             return handler(session, tree, statement)
         tree, statement = point_at_virtual_tables(session, tree, statement)
+        visible = hide_state_columns(session, tree)
+        if visible is not None:
+            tree, statement = visible, to_spark(visible)
         session.catalog.ensure_registered(table_names(tree))
         return session.spark.sql(statement)
     except DtablesError:

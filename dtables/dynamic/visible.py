@@ -1,0 +1,69 @@
+"""What users see of a dynamic table: its query's columns, never the hidden ones dtables stores beside them.
+
+A dynamic table's Delta table also holds ``__dtables_*`` columns (the row id, and for aggregates maintained as
+old + ΣΔ the group state). Delta has no hidden columns, so every read that goes through dtables (``session.sql``,
+``session.table``, the analysis of a dynamic table's query) swaps a reference to a dynamic table for a
+sub-query selecting its visible columns from the same Delta table, time travel included. Statements that write
+to a table keep their target as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dtables.catalog import normalize
+from dtables.dynamic.definition import STATE_PREFIX
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+_WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter)
+
+
+def visible_columns(names: Iterable[str]) -> list[str]:
+    return [n for n in names if not n.startswith(STATE_PREFIX)]
+
+
+def _written(tree: exp.Expression) -> set[int]:
+    """ids of the Table nodes a statement writes to (or creates, drops, alters)."""
+    out: set[int] = set()
+    for node in tree.walk():
+        if isinstance(node, _WRITES):
+            target = node.this.this if isinstance(node.this, exp.Schema) else node.this
+            if isinstance(target, exp.Table):
+                out.add(id(target))
+    return out
+
+
+def _name(table: exp.Table) -> str | None:
+    if not table.name or table.catalog:
+        return None
+    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+
+
+def hide_state_columns(session: Session, tree: exp.Expression) -> exp.Expression | None:
+    """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none."""
+    from dtables.dynamic import definition as defs
+
+    tree = tree.copy()
+    written = _written(tree)
+    changed = False
+    for table in list(tree.find_all(exp.Table)):
+        name = _name(table)
+        if name is None or id(table) in written:
+            continue
+        obj = session.catalog.lookup(name)
+        d = defs.load(session.store, name) if obj is not None and obj["kind"] == "DYNAMIC_TABLE" else None
+        if d is None:
+            continue
+        inner = exp.Table(this=exp.to_identifier(obj["location"], quoted=True), db=exp.to_identifier("delta"))
+        if table.args.get("version") is not None:
+            inner.set("version", table.args["version"].copy())
+        select = exp.select(*(exp.column(c.name, quoted=True) for c in d.columns)).from_(inner)
+        alias = table.alias or table.name
+        table.replace(exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        changed = True
+    return tree if changed else None
