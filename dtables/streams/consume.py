@@ -43,6 +43,7 @@ from dtables.streams import store as st
 from dtables.streams.errors import StreamConflict, StreamError
 from dtables.streams.frontier import latest_versions
 from dtables.streams.read import SparkScope, stream_changes
+from dtables.streams.retention import track_retention
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -289,6 +290,7 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
         faults.crash_point("after_write")
         st.advance(session.store, {n: r.stream.seq for n, r in reads.items()}, seq, frontiers, pending["initial"])
         faults.crash_point("after_advance")
+    track_retention(session, {t for f in frontiers.values() for t in f})
 
 
 def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expression]],
@@ -333,4 +335,5 @@ def recover(session: Session, name: str) -> st.Stream:
             statements.append((text, tree))
         _execute(session, reads, statements, pending, skip_committed=True)
     st.advance(session.store, expected, int(pending["seq"]), pending["frontiers"], pending.get("initial", ()))
+    track_retention(session, {t for f in pending["frontiers"].values() for t in f})
     return st.require(session.store, name)

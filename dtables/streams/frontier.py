@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 MAX_RETENTION_SETTING = "dtables.stream.max_retention"
 DEFAULT_MAX_RETENTION = "14 days"
 # Delta's defaults when a table does not set them.
-_DEFAULT_LOG_RETENTION = dt.timedelta(days=30)
-_DEFAULT_FILE_RETENTION = dt.timedelta(days=7)
+DEFAULT_LOG_RETENTION = dt.timedelta(days=30)
+DEFAULT_FILE_RETENTION = dt.timedelta(days=7)
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
 
 
@@ -46,11 +46,6 @@ def latest_versions(spark: Any, tables: list[str]) -> dict[str, int]:
     return {t: open_log(spark, t).latest_version for t in tables}
 
 
-def commit_time(spark: Any, table: str, version: int) -> dt.datetime | None:
-    ms = open_log(spark, table).commit_timestamps().get(version)
-    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-
-
 @dataclass(frozen=True)
 class Retention:
     """How long a table keeps removed data files and log entries (Delta table properties)."""
@@ -68,29 +63,22 @@ def retention_of(spark: Any, table: str) -> Retention:
     conf = log.metadata_at(log.latest_version).configuration
     files = conf.get("delta.deletedFileRetentionDuration")
     logs = conf.get("delta.logRetentionDuration")
-    return Retention(parse_duration(files) if files else _DEFAULT_FILE_RETENTION,
-                     parse_duration(logs) if logs else _DEFAULT_LOG_RETENTION)
+    return Retention(parse_duration(files) if files else DEFAULT_FILE_RETENTION,
+                     parse_duration(logs) if logs else DEFAULT_LOG_RETENTION)
 
 
-def _hours(delta: dt.timedelta) -> str:
+def hours_text(delta: dt.timedelta) -> str:
+    """A retention property value: whole hours, rounded up (Delta parses ``interval N hours``)."""
     return f"interval {max(1, math.ceil(delta.total_seconds() / 3600))} hours"
 
 
-def extend_retention(spark: Any, table: str) -> None:
-    """Retention extension (paper 3.3): make the source keep at least the maximum extension of history, so that a
-    stream consumed within that time never goes stale. Only raises a retention, never lowers one; one metadata
-    commit on the source when it changes anything."""
-    want = max_retention(spark)
-    current = retention_of(spark, table)
-    props = {}
-    if current.files < want:
-        props["delta.deletedFileRetentionDuration"] = _hours(want)
-    if current.log < want:
-        props["delta.logRetentionDuration"] = _hours(want)
-    if props:
-        rendered = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        target = f"delta.`{open_log(spark, table).location}`"
-        spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+def at_risk_since(spark: Any, table: str, version: int) -> dt.datetime | None:
+    """Commit time of the first retained version of ``table`` after ``version``, or None when there is none.
+
+    What a frontier at ``version`` still needs (later commits, files they removed) exists from that moment on, so
+    retention counts from it: a frontier with no change after it can lose nothing yet."""
+    later = [ms for v, ms in open_log(spark, table).commit_timestamps().items() if v > version]
+    return dt.datetime.fromtimestamp(min(later) / 1000, dt.timezone.utc) if later else None
 
 
 def stale_reason(spark: Any, table: str, version: int) -> str | None:
@@ -109,15 +97,14 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     return None
 
 
-def stale_after(spark: Any, frontier: Mapping[str, int], consumed_at: str) -> dt.datetime | None:
-    """When the oldest part of the frontier falls out of its table's retained history."""
-    times = []
-    for table, version in frontier.items():
-        at = commit_time(spark, table, version)
-        if at is None:
-            at = dt.datetime.fromisoformat(consumed_at.replace("Z", "+00:00"))
-        times.append(at + retention_of(spark, table).history)
-    return min(times) if times else None
+def stale_after(spark: Any, frontier: Mapping[str, int]) -> dt.datetime:
+    """When the stream may go stale if not consumed: for each base table, the first commit after its frontier
+    version (now, when there is none yet) plus the history the table retains (both retention properties, as the
+    retention extension set them); the earliest of those."""
+    now = dt.datetime.now(dt.timezone.utc)
+    times = [(at_risk_since(spark, table, version) or now) + retention_of(spark, table).history
+             for table, version in frontier.items()]
+    return min(times) if times else now
 
 
 def stream_bound(session: Session, name: str, statement: str) -> ch.Bound:

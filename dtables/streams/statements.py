@@ -22,8 +22,9 @@ from dtables.streams import store as st
 from dtables.streams import syntax, transactions
 from dtables.streams.consume import SHORTHANDS, WRITES, StreamRead, consume, recover, stream_locks, stream_tables, \
     substitute, target_of
-from dtables.streams.frontier import extend_retention, latest_versions, stale_after, stale_reason
+from dtables.streams.frontier import latest_versions, stale_after, stale_reason
 from dtables.streams.read import SparkScope
+from dtables.streams.retention import track_retention
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -49,14 +50,13 @@ def create_stream(session: Session, tree: exp.Expression, statement: str) -> Any
     if session.catalog.lookup(name) is not None:
         raise SqlError(f"cannot create stream {name}: a table or view of that name exists", statement)
     base = _base_tables(session, name, source, kind, mode, statement)
-    for table in base:
-        extend_retention(session.spark, table)
     when = source_table.args.get("when") or tree.args.get("at_before")
     frontier = _start(session, name, base, when, statement) if when is not None \
         else latest_versions(session.spark, base)
     st.create(session.store, st.Stream(
         name, source, kind, mode, flavor, bool(tree.args["show_initial_rows"].this), frontier, st.utc_now(), 0,
         None, tree.args["comment"].this if tree.args.get("comment") else None, st.utc_now()), replace)
+    track_retention(session, [*base, *(existing.frontier if existing is not None else ())])
     return _status(session, f"stream {name} created on {kind.lower()} {source}")
 
 
@@ -124,8 +124,13 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expression, s
 
 def drop_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
     name = _name(tree.this)
-    if not st.drop(session.store, name) and not tree.args.get("exists"):
-        raise SqlError(f"stream {name} does not exist", statement)
+    existing = st.get(session.store, name)
+    if not st.drop(session.store, name):
+        if not tree.args.get("exists"):
+            raise SqlError(f"stream {name} does not exist", statement)
+        return _status(session, f"stream {name} does not exist; nothing done")
+    if existing is not None:
+        track_retention(session, existing.frontier)
     return _status(session, f"stream {name} dropped")
 
 
@@ -149,8 +154,13 @@ def show_streams(session: Session, tree: exp.Expression, statement: str) -> Any:
     return session.spark.createDataFrame(rows, _LISTING)
 
 
-def describe_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
-    name = _name(tree.this)
+_DESCRIPTION = ("name STRING, source STRING, source_type STRING, mode STRING, show_initial_rows BOOLEAN, "
+                "frontier STRING, last_consumed STRING, consume_sequence LONG, stale BOOLEAN, stale_after TIMESTAMP, "
+                "stale_reason STRING, comment STRING, created_on STRING")
+
+
+def describe(session: Session, name: str) -> dict[str, Any]:
+    """One stream as DESCRIBE STREAM (and ``dtables streams``) show it, after finishing a crashed consumption."""
     with stream_locks(session, [name]):
         stream = recover(session, name)
     reason = _stale(session, stream)
@@ -159,10 +169,12 @@ def describe_stream(session: Session, tree: exp.Expression, statement: str) -> A
                                                                "DEFAULT"),
            stream.show_initial_rows, json.dumps(dict(stream.frontier), sort_keys=True), stream.consumed_at,
            stream.seq, reason is not None, _stale_after(session, stream), reason, stream.comment, stream.created_at)
-    return session.spark.createDataFrame([row], (
-        "name STRING, source STRING, source_type STRING, mode STRING, show_initial_rows BOOLEAN, frontier STRING, "
-        "last_consumed STRING, consume_sequence LONG, stale BOOLEAN, stale_after TIMESTAMP, stale_reason STRING, "
-        "comment STRING, created_on STRING"))
+    return dict(zip([c.split()[0] for c in _DESCRIPTION.split(", ")], row))
+
+
+def describe_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
+    row = describe(session, _name(tree.this))
+    return session.spark.createDataFrame([tuple(row.values())], _DESCRIPTION)
 
 
 def _stale(session: Session, stream: st.Stream) -> str | None:
@@ -175,9 +187,21 @@ def _stale(session: Session, stream: st.Stream) -> str | None:
 
 def _stale_after(session: Session, stream: st.Stream) -> Any:
     try:
-        return stale_after(session.spark, stream.frontier, stream.consumed_at)
+        return stale_after(session.spark, stream.frontier)
     except ch.ChangeTrackingError:
         return None
+
+
+def vacuum(session: Session, tree: exp.Expression, statement: str) -> Any:
+    """``VACUUM t [RETAIN n HOURS] [DRY RUN]`` through the frontier-aware vacuum; Delta's result."""
+    from dtables.streams.vacuum import vacuum as run
+
+    table = tree.this
+    name = f"delta.`{table.name}`" if table.db.lower() == "delta" and ("/" in table.name or ":" in table.name) \
+        else (f"{table.db}.{table.name}" if table.db else table.name)
+    retain = tree.args.get("retain")
+    return run(session, name, float(retain.this) if retain is not None else None,
+               dry_run=bool(tree.args["dry_run"].this))
 
 
 def _status(session: Session, text: str) -> Any:
@@ -210,6 +234,7 @@ HANDLERS = {
     syntax.BeginTransaction: begin,
     syntax.CommitTransaction: commit,
     syntax.RollbackTransaction: rollback,
+    syntax.Vacuum: vacuum,
 }
 
 

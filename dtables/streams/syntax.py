@@ -13,6 +13,9 @@ Singdata's spelling (streams created this way show ``__change_type``, ``__commit
     DROP TABLE STREAM [IF EXISTS] s;  DESC TABLE STREAM s;  SHOW TABLE STREAMS
 
 Transactions: ``BEGIN [TRANSACTION | WORK]``, ``START TRANSACTION``, ``COMMIT [WORK]``, ``ROLLBACK [WORK]``.
+
+``VACUUM t | delta.`path` [RETAIN n HOURS] [DRY RUN]`` is Delta's statement, parsed here so that it runs through
+the frontier-aware vacuum (``dtables.streams.vacuum``) instead of straight to Delta.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ class ShowStreams(exp.Expression):
 
 class DescribeStream(exp.Expression):
     arg_types = {"this": True}
+
+
+class Vacuum(exp.Expression):
+    """``retain``: the hours of RETAIN n HOURS (None: the table's own retention); ``dry_run``: DRY RUN."""
+
+    arg_types = {"this": True, "retain": False, "dry_run": False}
 
 
 class BeginTransaction(exp.Expression):
@@ -228,6 +237,30 @@ def parse_transaction(p: DtablesParser) -> exp.Expression | None:
     return node
 
 
+_VACUUM = re.compile(r"^\s*(?P<table>'[^']*'|delta\s*\.\s*`[^`]+`|[\w`.]+)"
+                     r"(?:\s+RETAIN\s+(?P<hours>\d+(?:\.\d+)?)\s+HOURS?)?(?P<dry>\s+DRY\s+RUN)?\s*$", re.IGNORECASE)
+
+
+def parse_vacuum(p: DtablesParser) -> exp.Expression | None:
+    # VACUUM is one of the tokenizer's commands: everything after it arrives as one string.
+    if not p._match_text_seq("VACUUM"):
+        return None
+    text = p._prev.text if p._match(TokenType.STRING) else ""
+    match = _VACUUM.match(text)
+    if match is None:
+        p.raise_error(f"cannot read VACUUM {text.strip()!r}: dtables runs VACUUM t [RETAIN n HOURS] [DRY RUN] "
+                      "(keeping what live stream and dynamic table frontiers need)")
+        return None
+    written = match.group("table")
+    if written.startswith("'"):  # Delta's VACUUM '/path/to/table'
+        table = exp.Table(this=exp.to_identifier(written.strip("'"), quoted=True), db=exp.to_identifier("delta"))
+    else:
+        table = exp.to_table(written, dialect="spark")
+    hours = match.group("hours")
+    return Vacuum(this=table, retain=exp.Literal.number(hours) if hours is not None else None,
+                  dry_run=exp.Boolean(this=match.group("dry") is not None))
+
+
 def parse_set_properties_change_tracking(p: DtablesParser) -> exp.Expression | None:
     """Singdata's ``ALTER TABLE t SET PROPERTIES ('change_tracking' = 'true')``, the prerequisite of its streams."""
     from dtables.sql.dialect import SetChangeTracking  # the dialect imports this module
@@ -248,4 +281,5 @@ def parse_set_properties_change_tracking(p: DtablesParser) -> exp.Expression | N
     return SetChangeTracking(this=table, enabled=exp.Boolean(this=enabled))
 
 
-PARSERS = (parse_set_properties_change_tracking, parse_create_stream, parse_drop_stream, parse_show_streams, parse_describe_stream, parse_transaction)
+PARSERS = (parse_set_properties_change_tracking, parse_create_stream, parse_drop_stream, parse_show_streams,
+           parse_describe_stream, parse_transaction, parse_vacuum)

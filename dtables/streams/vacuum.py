@@ -1,49 +1,134 @@
-"""VACUUM that never removes a data file a live stream's frontier still needs (paper 3.3, retention extension).
+"""VACUUM that never removes what a live frontier still needs (paper 3.3, retention extension).
 
-Files removed by commits after a frontier are the "before" side of the stream's next read. Delta's VACUUM deletes
-files removed longer ago than its retention, so retaining at least ``now - commit time of the oldest frontier``
-keeps them, up to ``dtables.stream.max_retention``: a stream older than that is allowed to go stale.
+Delta's VACUUM deletes the data files that commits removed longer ago than the retention it is given. A stream or
+dynamic table whose frontier stands at version ``v`` of the table reads, next time, the files that commits after
+``v`` removed (the "before" side of its changes, and its snapshot at ``v``). So the retention is raised to cover
+the first commit after the oldest frontier (``retention.Holder``), plus an hour of margin (a removal is stamped
+when the statement ran, slightly before its commit):
+
+- a stream counts up to ``dtables.stream.max_retention`` (14 days by default): one whose unconsumed changes are
+  older than that is past its STALE_AFTER and may go stale, as Snowflake's MAX_DATA_EXTENSION_TIME_IN_DAYS allows;
+- a dynamic table always counts: VACUUM must never force its next refresh from INCREMENTAL into an error.
+
+Without a RETAIN the retention asked for is the table's own ``delta.deletedFileRetentionDuration`` (as in Delta).
+Delta's own safety check (``spark.databricks.delta.retentionDurationCheck.enabled``) applies as the session set it.
+What to do is a :class:`VacuumPlan` built first (no Spark job), run second.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dtables import changes as ch
 from dtables.catalog import normalize
-from dtables.changes.interval import open_log
-from dtables.streams import store as st
-from dtables.streams.frontier import commit_time, max_retention
+from dtables.changes.log import DeltaLog
+from dtables.errors import ObjectNotFound
+from dtables.streams.frontier import max_retention, retention_of
+from dtables.streams.retention import DYNAMIC_TABLE, STREAM, Holder, holders, same_place
 
 if TYPE_CHECKING:
     from dtables.session import Session
 
+MARGIN_HOURS = 1.0
 
-def retain_hours(session: Session, table: str, requested_hours: float | None = None) -> float:
-    """Hours of removed files to keep: the request (Delta's default 168 when None), raised to cover the oldest
-    frontier on ``table`` that is younger than the maximum extension."""
-    hours = 168.0 if requested_hours is None else float(requested_hours)
+
+@dataclass(frozen=True)
+class Keep:
+    """One holder's claim on the table's removed files, and whether VACUUM honours it."""
+
+    holder: Holder
+    hours: float  # hours of removed files it needs kept (0: nothing removed after its frontier yet)
+    honoured: bool  # False: a stream whose changes are older than the maximum extension (allowed to go stale)
+
+    def reason(self, now: dt.datetime) -> str:
+        what = self.holder.describe(now)
+        if not self.honoured:
+            return f"{what}: older than dtables.stream.max_retention, not kept (the stream may go stale)"
+        return f"{what}: needs {self.hours:g} h"
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    table: str  # as the user named it
+    location: str
+    requested_hours: float  # RETAIN n HOURS, or the table's deletedFileRetentionDuration
+    retain_hours: float  # what VACUUM will be told
+    keeps: tuple[Keep, ...]
+    planned_at: dt.datetime
+
+    @property
+    def raised(self) -> bool:
+        return self.retain_hours > self.requested_hours
+
+    def reasons(self) -> list[str]:
+        return [k.reason(self.planned_at) for k in self.keeps]
+
+
+def _locate(session: Session, table: str) -> tuple[str, str | None]:
+    """(location, catalog name or None for a ``delta.`path```) of a Delta table, or ObjectNotFound."""
+    from dtables.changes.interval import _PATH_IDENTIFIER
+
+    m = _PATH_IDENTIFIER.match(table)
+    if m:
+        location, name = m.group("path").rstrip("/"), None
+    else:
+        name = normalize(table)
+        obj = session.catalog.lookup(name)
+        if obj is not None and obj["kind"] == "VIEW":
+            raise ObjectNotFound(f"cannot vacuum {name}: it is a view, not a table")
+        try:
+            session.catalog.ensure_registered([name])
+            location = str(obj["location"]) if obj is not None else ch.resolve_location(session.spark, name)
+        except ch.ChangeTrackingError:
+            raise ObjectNotFound(f"cannot vacuum {name}: there is no such table in this warehouse") from None
+    if not DeltaLog(session.spark, location, name or table).exists:
+        raise ObjectNotFound(f"cannot vacuum {name or table}: there is no Delta table at {location}")
+    return location, name
+
+
+def _location_of(session: Session, table: str) -> str | None:
+    obj = session.catalog.lookup(table)
+    if obj is not None and obj.get("location"):
+        return str(obj["location"])
+    try:
+        return ch.resolve_location(session.spark, table)
+    except ch.ChangeTrackingError:
+        return None
+
+
+def plan_vacuum(session: Session, table: str, retain_hours: float | None = None) -> VacuumPlan:
+    """What ``VACUUM table [RETAIN retain_hours HOURS]`` must keep, and the retention that keeps it."""
+    location, _ = _locate(session, table)
+    requested = float(retain_hours) if retain_hours is not None else \
+        retention_of(session.spark, f"delta.`{location}`").files.total_seconds() / 3600
     cap = max_retention(session.spark).total_seconds() / 3600
     now = dt.datetime.now(dt.timezone.utc)
-    for stream in st.all_streams(session.store):
-        version = stream.frontier.get(normalize(table))
-        if version is None:
+    places: dict[str, str | None] = {}
+    keeps = []
+    for holder in holders(session):
+        if holder.table not in places:
+            places[holder.table] = _location_of(session, holder.table)
+        place = places[holder.table]
+        if place is None or not same_place(place, location):
             continue
-        at = commit_time(session.spark, normalize(table), version)
-        if at is None:
-            continue
-        needed = math.ceil((now - at).total_seconds() / 3600) + 1
-        hours = max(hours, min(needed, cap))
-    return hours
+        hours = 0.0 if holder.at_risk_since is None else math.ceil(holder.hours_needed(now) + MARGIN_HOURS)
+        honoured = holder.kind == DYNAMIC_TABLE or hours <= cap
+        keeps.append(Keep(holder, hours, honoured))
+    needed = [k.hours for k in keeps if k.honoured]
+    retain = max([requested, *needed])
+    keeps.sort(key=lambda k: (k.holder.kind != STREAM, -k.hours, k.holder.name))
+    return VacuumPlan(table, location, requested, retain, tuple(keeps), now)
 
 
-def vacuum(session: Session, table: str, retain: float | None = None) -> Any:
-    """``VACUUM table RETAIN n HOURS`` with ``n`` from :func:`retain_hours`; returns Delta's result."""
-    session.catalog.ensure_registered([table])
-    hours = retain_hours(session, table, retain)
-    clone = session.spark.newSession()  # the safety-check switch below must not leak into the user's session
-    if hours < 168:
-        clone.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    location = open_log(session.spark, normalize(table)).location
-    return clone.sql(f"VACUUM delta.`{location}` RETAIN {hours:g} HOURS")
+def run_vacuum(session: Session, plan: VacuumPlan, dry_run: bool = False) -> Any:
+    """Delta's VACUUM with the plan's retention; returns Delta's result (with DRY RUN: the files it would delete)."""
+    return session.spark.sql(f"VACUUM delta.`{plan.location}` RETAIN {plan.retain_hours:g} HOURS"
+                             f"{' DRY RUN' if dry_run else ''}")
+
+
+def vacuum(session: Session, table: str, retain: float | None = None, dry_run: bool = False) -> Any:
+    """``VACUUM table [RETAIN retain HOURS] [DRY RUN]``, keeping what every live frontier still needs."""
+    return run_vacuum(session, plan_vacuum(session, table, retain), dry_run)

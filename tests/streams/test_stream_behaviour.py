@@ -1,5 +1,5 @@
 """Stream semantics: reads never consume, ROLLBACK, conflicts and races, independent streams, AT/BEFORE, views,
-staleness after VACUUM, frontier-aware VACUUM, and the error messages."""
+and the error messages (staleness and VACUUM: test_stream_retention.py)."""
 
 from __future__ import annotations
 
@@ -164,24 +164,3 @@ def test_error_messages(src: Any) -> None:
     with pytest.raises(DtablesError, match="a transaction is already open"):
         dt.sql("BEGIN")
     dt.sql("ROLLBACK")
-
-
-def test_vacuum_keeps_what_a_frontier_needs_and_stale_stream_says_how_to_recover(src: Any) -> None:
-    dt = src
-    dt.spark.conf.set("dtables.stream.max_retention", "1 hours")
-    try:
-        dt.sql("INSERT INTO src VALUES (1, 'a')")
-        dt.sql("CREATE STREAM s ON TABLE src")
-        dt.sql("UPDATE src SET v = 'b' WHERE id = 1")  # removes the file the stream's next read needs
-        dt.vacuum("src", retain_hours=0)
-        assert_same_rows(_rows(dt, "SELECT id, v, METADATA$ACTION FROM s"), [(1, "a", "DELETE"), (1, "b", "INSERT")])
-        assert _rows(dt, "DESCRIBE STREAM s")[0][8] is False  # not stale
-        clone = dt.spark.newSession()  # a plain Delta VACUUM that ignores streams
-        clone.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        clone.sql("VACUUM src RETAIN 0 HOURS")
-        described = dt.sql("DESCRIBE STREAM s").collect()[0]
-        assert described["stale"] is True and "gone" in described["stale_reason"]
-        with pytest.raises(DtablesError, match="stream default.s is stale.*Recover: CREATE OR REPLACE STREAM"):
-            dt.sql("SELECT * FROM s")
-    finally:
-        dt.spark.conf.unset("dtables.stream.max_retention")
