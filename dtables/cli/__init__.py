@@ -6,6 +6,7 @@ from dtables.cli.app import app
 from dtables.cli import project_cmds, refresh_cmds, sql_cmds  # noqa: F401  (register the verbs)
 from dtables.cli import stream_cmds  # noqa: F401  (streams, vacuum)
 from dtables.cli import daemon_cmds  # noqa: F401  (daemon, status)
+from dtables.cli import ingest_cmds  # noqa: F401  (ingest)
 
 
 def main() -> None:
