@@ -11,16 +11,14 @@ because of it resume, and their failure counts start again from zero.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
-from scheduler.runner import FailureState, TickResult
-
-SKIPPED = "SKIPPED"  # a history state the executor never writes itself: the scheduler's own
+from scheduler.runner import FailureState, TableRunResult, TickResult
 
 
 class FailureStore:
@@ -85,11 +83,11 @@ class FailureStore:
         return resumed
 
 
-def record_not_refreshed(store: StateStore, result: TickResult) -> dict[str, str]:
-    """A history record for every table of the tick the refresher never ran (SKIPPED, UPSTREAM_FAILED,
-    CANCELLED), trigger as the tick's; returns their refresh ids by table."""
+def record_not_refreshed(store: StateStore, result: TickResult, results: Iterable[TableRunResult]) -> dict[str, str]:
+    """A history record for each of ``results`` (tables of the tick the refresher never ran: SKIPPED,
+    UPSTREAM_FAILED, CANCELLED), trigger as the tick's; returns their refresh ids by table."""
     written = {}
-    for r in result.results:
+    for r in results:
         if r.attempts > 0:
             continue  # the executor wrote this refresh's record itself
         rid = history.new_refresh_id()

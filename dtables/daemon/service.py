@@ -22,8 +22,8 @@ from dtables.daemon.schedule import Snapshot, choose_base_period_s, load_snapsho
 from dtables.dynamic import definition as defs
 from scheduler.daemon import Daemon
 from scheduler.periods import parse_target_lag
-from scheduler.runner import FailureState, RetryPolicy, TickResult, TickRunner
-from scheduler.ticks import Clock, SystemClock, TableState, TickPlan, TickPlanner
+from scheduler.runner import SKIPPED, FailureState, RetryPolicy, TableRunResult, TickResult, TickRunner
+from scheduler.ticks import Clock, SystemClock, TableState, TickPlan, TickPlanner, grid_floor
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -86,6 +86,7 @@ class WarehouseDaemon(Daemon):
         super().__init__(planner, runner, lock_dir=session.store.path.parent, load_states=self._load_states,
                          failures=failures, on_result=self._on_result, shutdown_timeout_s=options.shutdown_timeout_s)
         self._shutdown_timer: threading.Timer | None = None
+        self._skipped_at: dict[str, dt.datetime] = {}  # the period grid point of each table's last SKIPPED record
 
     # -- the Daemon's hooks ----------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> None:
@@ -152,10 +153,10 @@ class WarehouseDaemon(Daemon):
         """Called by the daemon after each tick, under its lock: history records, failure state, suspensions."""
         try:
             store = self.session.store
-            ids = record_not_refreshed(store, result)
-            for r in result.results:
-                if r.attempts == 0:
-                    log.info("%s %s at %s: %s", r.state, r.name, defs.to_iso(result.data_timestamp), r.error)
+            unrun = [r for r in result.results if r.attempts == 0 and self._worth_recording(r, result)]
+            ids = record_not_refreshed(store, result, unrun)
+            for r in unrun:
+                log.info("%s %s at %s: %s", r.state, r.name, defs.to_iso(result.data_timestamp), r.error)
                 key = (r.name, result.data_timestamp)
                 self.refresher.reasons.pop(key, None)
                 rid = self.refresher.refresh_ids.pop(key, None)
@@ -168,6 +169,17 @@ class WarehouseDaemon(Daemon):
             self.results.append(result)
         except Exception:  # noqa: BLE001 - keep the daemon alive; the next tick recomputes from the store
             log.exception("cannot record the result of the tick at %s", defs.to_iso(result.data_timestamp))
+
+    def _worth_recording(self, r: TableRunResult, result: TickResult) -> bool:
+        """One SKIPPED record per period of the table, not one per tick: the planner finds a table whose refresh
+        is still running due again at every tick until it ends."""
+        if r.state != SKIPPED:
+            return True
+        point = grid_floor(result.data_timestamp, self.snapshot.periods_s.get(r.name) or self.base_period_s)
+        if self._skipped_at.get(r.name) == point:
+            return False
+        self._skipped_at[r.name] = point
+        return True
 
     def _cancel_running(self) -> None:
         """Past the shutdown timeout: refreshes that fail from here on are recorded CANCELLED, and their Spark
