@@ -5,4 +5,13 @@ from dtables.session import Session, connect
 
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Session", "DtablesError", "SqlError", "ObjectNotFound", "ChangeTrackingError"]
+__all__ = ["connect", "Session", "DtablesError", "SqlError", "ObjectNotFound", "ChangeTrackingError", "Client"]
+
+
+def __getattr__(name: str) -> object:
+    # The ingestion client imports PySpark's types; loaded on first use so `import dtables` stays light.
+    if name == "Client":
+        from dtables.ingest.client import Client
+
+        return Client
+    raise AttributeError(f"module 'dtables' has no attribute {name!r}")
