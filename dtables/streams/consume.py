@@ -40,6 +40,7 @@ from dtables.catalog import normalize
 from dtables.changes.storage import Storage
 from dtables.streams import faults
 from dtables.streams import store as st
+from dtables.streams.dml import in_subquery_as_merge
 from dtables.streams.errors import StreamConflict, StreamError
 from dtables.streams.frontier import latest_versions
 from dtables.streams.read import SparkScope, stream_changes
@@ -247,7 +248,7 @@ def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: 
         clone.conf.set("spark.databricks.delta.commitInfo.userMetadata", metadata)
     scope = SparkScope(clone, session.catalog, session.store)
     session.catalog.ensure_registered(table_names(tree))
-    rewritten = substitute(scope, tree, reads)
+    rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
     if isinstance(rewritten, exp.Create):
         from dtables.sql.executor import _create_table
 
@@ -267,7 +268,7 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
     with stream_locks(session, stream_names):
         current = {n: recover(session, n) for n in stream_names}
         if reads is None:
-            reads = {n: StreamRead(s, latest_versions(session.spark, list(s.frontier))) for n, s in current.items()}
+            reads = {n: StreamRead(s, latest_versions(session, list(s.frontier))) for n, s in current.items()}
         for n, r in reads.items():
             if current[n].seq != r.stream.seq:
                 raise StreamConflict(

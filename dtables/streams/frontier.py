@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dtables import changes as ch
+from dtables.catalog import normalize
 from dtables.changes.interval import open_log
+from dtables.changes.log import DeltaLog
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -41,9 +43,17 @@ def max_retention(spark: Any) -> dt.timedelta:
     return parse_duration(spark.conf.get(MAX_RETENTION_SETTING, DEFAULT_MAX_RETENTION))
 
 
-def latest_versions(spark: Any, tables: list[str]) -> dict[str, int]:
+def table_log(session: Session, table: str) -> DeltaLog:
+    """The Delta log of a table, found through the catalog (no Spark query) when dtables knows the table."""
+    obj = session.catalog.lookup(table)
+    if obj is not None and obj.get("location"):
+        return DeltaLog(session.spark, str(obj["location"]), normalize(table))
+    return open_log(session.spark, table)
+
+
+def latest_versions(session: Session, tables: list[str]) -> dict[str, int]:
     """The latest committed version of each base table (log listings only, no Spark job)."""
-    return {t: open_log(spark, t).latest_version for t in tables}
+    return {t: table_log(session, t).latest_version for t in tables}
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,7 @@ class Retention:
         return min(self.files, self.log)
 
 
-def retention_of(spark: Any, table: str) -> Retention:
-    log = open_log(spark, table)
+def retention_of(log: DeltaLog) -> Retention:
     conf = log.metadata_at(log.latest_version).configuration
     files = conf.get("delta.deletedFileRetentionDuration")
     logs = conf.get("delta.logRetentionDuration")
@@ -72,12 +81,12 @@ def hours_text(delta: dt.timedelta) -> str:
     return f"interval {max(1, math.ceil(delta.total_seconds() / 3600))} hours"
 
 
-def at_risk_since(spark: Any, table: str, version: int) -> dt.datetime | None:
-    """Commit time of the first retained version of ``table`` after ``version``, or None when there is none.
+def at_risk_since(log: DeltaLog, version: int) -> dt.datetime | None:
+    """Commit time of the first retained version of the table after ``version``, or None when there is none.
 
     What a frontier at ``version`` still needs (later commits, files they removed) exists from that moment on, so
     retention counts from it: a frontier with no change after it can lose nothing yet."""
-    later = [ms for v, ms in open_log(spark, table).commit_timestamps().items() if v > version]
+    later = [ms for v, ms in log.commit_timestamps().items() if v > version]
     return dt.datetime.fromtimestamp(min(later) / 1000, dt.timezone.utc) if later else None
 
 
@@ -97,13 +106,15 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     return None
 
 
-def stale_after(spark: Any, frontier: Mapping[str, int]) -> dt.datetime:
+def stale_after(session: Session, frontier: Mapping[str, int]) -> dt.datetime:
     """When the stream may go stale if not consumed: for each base table, the first commit after its frontier
     version (now, when there is none yet) plus the history the table retains (both retention properties, as the
     retention extension set them); the earliest of those."""
     now = dt.datetime.now(dt.timezone.utc)
-    times = [(at_risk_since(spark, table, version) or now) + retention_of(spark, table).history
-             for table, version in frontier.items()]
+    times = []
+    for table, version in frontier.items():
+        log = table_log(session, table)
+        times.append((at_risk_since(log, version) or now) + retention_of(log).history)
     return min(times) if times else now
 
 

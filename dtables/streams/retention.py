@@ -26,14 +26,13 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from dtables import changes as ch
 from dtables.catalog import normalize
-from dtables.changes.interval import open_log
+from dtables.errors import ChangeTrackingError
 from dtables.streams.frontier import DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, at_risk_since, hours_text, \
-    max_retention, parse_duration
+    max_retention, parse_duration, table_log
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -96,9 +95,8 @@ def holders(session: Session, tables: Iterable[str] | None = None, *, kinds: tup
         if wanted is not None and table not in wanted:
             continue
         try:
-            session.catalog.ensure_registered([table])
-            risk = at_risk_since(session.spark, table, version)
-        except ch.ChangeTrackingError:
+            risk = at_risk_since(table_log(session, table), version)
+        except ChangeTrackingError:
             continue  # the table is gone: nothing to keep for this holder
         out.append(Holder(kind, name, table, version, risk))
     return out
@@ -107,50 +105,56 @@ def holders(session: Session, tables: Iterable[str] | None = None, *, kinds: tup
 # -- the retention extension ----------------------------------------------------------------------------------------
 
 
-def track_retention(session: Session, tables: Iterable[str]) -> None:
+def track_retention(session: Session, tables: Iterable[str], *, adding: bool = False) -> None:
     """Extend or restore the retention of each table to what its live streams need (see the module docstring).
-    Best effort: it never fails the statement that triggered it (which has committed by then)."""
+    ``adding``: a stream is about to be created on them. Best effort: it never fails the statement that triggered
+    it (which has committed by then)."""
     from dtables.streams.consume import stream_locks
 
     for table in sorted({normalize(t) for t in tables}):
         with stream_locks(session, [f"retention-{table}"]):  # serialise deciders: the last one sees every change
             try:
-                _track(session, table)
-            except ch.ChangeTrackingError:
+                _track(session, table, adding)
+            except ChangeTrackingError:
                 continue  # the table is gone
             except Exception as e:  # noqa: BLE001 - e.g. a concurrent commit; the next stream event retries
                 _log.warning("retention of %s not adjusted for its streams (retried at the next stream event): %s",
                              table, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
-def _track(session: Session, table: str) -> None:
+def _track(session: Session, table: str, adding: bool) -> None:
     now = dt.datetime.now(dt.timezone.utc)
     cap = max_retention(session.spark)
-    needed = any(h.at_risk_since is None or now - h.at_risk_since < cap
+    needed = adding or any(h.at_risk_since is None or now - h.at_risk_since < cap
                  for h in holders(session, [table], kinds=(STREAM,)))
-    session.catalog.ensure_registered([table])
-    log = open_log(session.spark, table)
+    log = table_log(session, table)
     conf = log.metadata_at(log.latest_version).configuration
-    to_set: dict[str, str] = {}
-    to_unset: list[str] = []
-    for key, base_key in BASE_PROPERTIES.items():
+    raise_: dict[str, str] = {}
+    lower: list[tuple[str, str, str | None]] = []  # ("SET", key, value) | ("UNSET", key, None), in order
+    forget: list[str] = []
+    for key, base_key in sorted(BASE_PROPERTIES.items(), key=lambda kv: kv[0] != FILE_RETENTION):
         base_text = conf.get(base_key, conf.get(key, UNSET))
         base = DEFAULTS[key] if base_text == UNSET else parse_duration(base_text)
         if needed and cap > base:
             if conf.get(key) != hours_text(cap):
-                to_set[key] = hours_text(cap)
+                raise_[key] = hours_text(cap)
             if base_key not in conf:
-                to_set[base_key] = base_text
-        elif base_key in conf:  # restore what the extension replaced
-            to_unset.append(base_key)
-            if base_text == UNSET:
-                to_unset.append(key)
-            else:
-                to_set[key] = base_text
+                raise_[base_key] = base_text
+        elif base_key in conf:  # give back what the extension replaced
+            lower.append(("UNSET", key, None) if base_text == UNSET else ("SET", key, base_text))
+            forget.append(base_key)
+    # Delta wants deletedFileRetention <= logRetention after every commit: raise both at once, lower the file
+    # retention before the log retention.
+    ops = [("SET", k, v) for k, v in sorted(raise_.items())] + lower + [("UNSET", k, None) for k in forget]
     target = f"delta.`{log.location}`"
-    if to_set:
-        rendered = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(to_set.items()))
-        session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
-    if to_unset:
-        rendered = ", ".join(f"'{k}'" for k in sorted(to_unset))
-        session.spark.sql(f"ALTER TABLE {target} UNSET TBLPROPERTIES IF EXISTS ({rendered})")
+    while ops:
+        kind = ops[0][0]
+        batch = []
+        while ops and ops[0][0] == kind:
+            batch.append(ops.pop(0))
+        if kind == "SET":
+            rendered = ", ".join(f"'{k}' = '{v}'" for _, k, v in batch)
+            session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+        else:
+            rendered = ", ".join(f"'{k}'" for _, k, _ in batch)
+            session.spark.sql(f"ALTER TABLE {target} UNSET TBLPROPERTIES IF EXISTS ({rendered})")

@@ -17,7 +17,7 @@ import differentiation as diff
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
-from dtables.errors import SqlError
+from dtables.errors import ChangeTrackingError, SqlError
 from dtables.streams import store as st
 from dtables.streams import syntax, transactions
 from dtables.streams.consume import SHORTHANDS, WRITES, StreamRead, consume, recover, stream_locks, stream_tables, \
@@ -51,12 +51,15 @@ def create_stream(session: Session, tree: exp.Expression, statement: str) -> Any
         raise SqlError(f"cannot create stream {name}: a table or view of that name exists", statement)
     base = _base_tables(session, name, source, kind, mode, statement)
     when = source_table.args.get("when") or tree.args.get("at_before")
-    frontier = _start(session, name, base, when, statement) if when is not None \
-        else latest_versions(session.spark, base)
+    start = _start(session, name, base, when, statement) if when is not None else None
+    # Extend the retention first, so that its metadata commit is not a change after a frontier taken "now".
+    track_retention(session, base, adding=True)
+    frontier = start if start is not None else latest_versions(session, base)
     st.create(session.store, st.Stream(
         name, source, kind, mode, flavor, bool(tree.args["show_initial_rows"].this), frontier, st.utc_now(), 0,
         None, tree.args["comment"].this if tree.args.get("comment") else None, st.utc_now()), replace)
-    track_retention(session, [*base, *(existing.frontier if existing is not None else ())])
+    if existing is not None:
+        track_retention(session, set(existing.frontier) - set(base))  # what the replaced stream read
     return _status(session, f"stream {name} created on {kind.lower()} {source}")
 
 
@@ -92,7 +95,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
         try:
             log = open_log(session.spark, table)
             meta = log.metadata_at(log.latest_version)
-        except ch.ChangeTrackingError as e:
+        except ChangeTrackingError as e:
             raise SqlError(f"cannot create stream {name}: {e}", statement) from None
         if not meta.row_tracking:
             raise SqlError(f"cannot create stream {name} on {source}: change tracking is off on table {table}; "
@@ -118,7 +121,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expression, s
     try:
         return {t: ch.resolve_interval(session.spark, t, at=None if before else bound,
                                        before=bound if before else None).start_version for t in base}
-    except ch.ChangeTrackingError as e:
+    except ChangeTrackingError as e:
         raise SqlError(f"cannot create stream {name}: {e}", statement) from None
 
 
@@ -187,8 +190,8 @@ def _stale(session: Session, stream: st.Stream) -> str | None:
 
 def _stale_after(session: Session, stream: st.Stream) -> Any:
     try:
-        return stale_after(session.spark, stream.frontier)
-    except ch.ChangeTrackingError:
+        return stale_after(session, stream.frontier)
+    except ChangeTrackingError:
         return None
 
 
@@ -275,7 +278,7 @@ def execute(session: Session, statement: str, tree: exp.Expression) -> Any:
         for n in names:
             with stream_locks(session, [n]):
                 stream = recover(session, n)
-            reads[n] = StreamRead(stream, latest_versions(session.spark, list(stream.frontier)))
+            reads[n] = StreamRead(stream, latest_versions(session, list(stream.frontier)))
     from dtables.sql.dialect import to_spark
     from dtables.sql.references import table_names
 

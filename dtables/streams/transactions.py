@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from dtables.errors import ChangeTrackingError
 from dtables.streams.consume import StreamRead
 from dtables.streams.errors import StreamError
 from dtables.streams.frontier import latest_versions
@@ -50,7 +51,7 @@ class Transaction:
             with stream_locks(session, [name]):
                 stream = recover(session, name)
             missing = [t for t in stream.frontier if t not in self.pinned]
-            self.pinned.update(latest_versions(session.spark, missing))
+            self.pinned.update(latest_versions(session, missing))
             self.reads[name] = StreamRead(stream, {t: self.pinned[t] for t in stream.frontier})
             assert st.get(session.store, name) is not None
         return self.reads[name]
@@ -68,14 +69,13 @@ def begin(session: Session) -> None:
 
     if session in _open:
         raise StreamError("a transaction is already open on this session; COMMIT or ROLLBACK it first")
-    from dtables import changes as ch
 
     pinned: dict[str, int] = {}
     for table in sorted({t for s in st.all_streams(session.store) for t in s.frontier}):
         session.catalog.ensure_registered([table])
         try:
-            pinned.update(latest_versions(session.spark, [table]))
-        except ch.ChangeTrackingError:
+            pinned.update(latest_versions(session, [table]))
+        except ChangeTrackingError:
             continue  # a source dropped since: reading its streams fails later with the reason
     _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), pinned)
 

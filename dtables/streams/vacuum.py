@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.log import DeltaLog
-from dtables.errors import ObjectNotFound
-from dtables.streams.frontier import max_retention, retention_of
+from dtables.errors import ChangeTrackingError, ObjectNotFound
+from dtables.streams.frontier import max_retention, retention_of, table_log
 from dtables.streams.retention import DYNAMIC_TABLE, STREAM, Holder, holders, same_place
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _locate(session: Session, table: str) -> tuple[str, str | None]:
         try:
             session.catalog.ensure_registered([name])
             location = str(obj["location"]) if obj is not None else ch.resolve_location(session.spark, name)
-        except ch.ChangeTrackingError:
+        except ChangeTrackingError:
             raise ObjectNotFound(f"cannot vacuum {name}: there is no such table in this warehouse") from None
     if not DeltaLog(session.spark, location, name or table).exists:
         raise ObjectNotFound(f"cannot vacuum {name or table}: there is no Delta table at {location}")
@@ -90,12 +90,9 @@ def _locate(session: Session, table: str) -> tuple[str, str | None]:
 
 
 def _location_of(session: Session, table: str) -> str | None:
-    obj = session.catalog.lookup(table)
-    if obj is not None and obj.get("location"):
-        return str(obj["location"])
     try:
-        return ch.resolve_location(session.spark, table)
-    except ch.ChangeTrackingError:
+        return table_log(session, table).location
+    except ChangeTrackingError:
         return None
 
 
@@ -103,7 +100,7 @@ def plan_vacuum(session: Session, table: str, retain_hours: float | None = None)
     """What ``VACUUM table [RETAIN retain_hours HOURS]`` must keep, and the retention that keeps it."""
     location, _ = _locate(session, table)
     requested = float(retain_hours) if retain_hours is not None else \
-        retention_of(session.spark, f"delta.`{location}`").files.total_seconds() / 3600
+        retention_of(DeltaLog(session.spark, location)).files.total_seconds() / 3600
     cap = max_retention(session.spark).total_seconds() / 3600
     now = dt.datetime.now(dt.timezone.utc)
     places: dict[str, str | None] = {}

@@ -98,7 +98,7 @@ def test_vacuum_keeps_what_the_next_incremental_refresh_of_a_dynamic_table_reads
 def test_retention_follows_the_live_streams_and_stale_after_agrees(dt: Any, conf: Any) -> None:
     conf({"dtables.stream.max_retention": "20 days"})
     dt.sql("CREATE TABLE src (id INT)")
-    dt.sql("CREATE TABLE kept_long (id INT) TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 40 days')")
+    dt.sql("CREATE TABLE kept_long (id INT) TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 25 days')")
     assert _properties(dt, "src") == {}
     dt.sql("CREATE STREAM s1 ON TABLE src")
     dt.sql("CREATE STREAM s2 ON TABLE src")
@@ -124,7 +124,7 @@ def test_retention_follows_the_live_streams_and_stale_after_agrees(dt: Any, conf
     dt.sql("DROP STREAM s2")
     assert _properties(dt, "src") == {}  # no stream left: back to the table's own retention, no further
     dt.sql("DROP STREAM s3")
-    assert _properties(dt, "kept_long") == {"delta.deletedFileRetentionDuration": "interval 40 days"}
+    assert _properties(dt, "kept_long") == {"delta.deletedFileRetentionDuration": "interval 25 days"}
 
 
 def test_vacuum_statement_errors(dt: Any) -> None:
