@@ -1,4 +1,5 @@
-"""Syntax of ``SHOW CHANNELS [LIKE '<pattern>'] [IN [TABLE] <table>]`` (Snowflake's spelling, narrowed to tables)."""
+"""Syntax of ``SHOW CHANNELS [LIKE '<pattern>'] [IN ACCOUNT | IN DATABASE <db> | IN SCHEMA <db> | IN [TABLE] <t>]``
+(Snowflake's spelling; a database and a schema are the same thing in Spark)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ if TYPE_CHECKING:
 
 
 class ShowChannels(exp.Expression):
-    """``like``: a LIKE pattern on channel names; ``table``: only the channels of this table."""
+    """``like``: a LIKE pattern on channel names; ``table``: only the channels of this table; ``database``: only
+    those of tables in this database."""
 
-    arg_types = {"like": False, "table": False}
+    arg_types = {"like": False, "table": False, "database": False}
 
 
-_SHOW = re.compile(r"^\s*CHANNELS(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+(?:TABLE\s+)?(?P<table>[\w.`]+))?\s*$",
+_SHOW = re.compile(r"^\s*CHANNELS(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+(?:(?P<account>ACCOUNT)|"
+                   r"(?:DATABASE|SCHEMA)\s+(?P<database>[\w`]+)|(?:TABLE\s+)?(?P<table>[\w.`]+)))?\s*$",
                    re.IGNORECASE)
 
 
@@ -30,11 +33,13 @@ def parse_show_channels(p: DtablesParser) -> exp.Expression | None:
     match = _SHOW.match(text)
     if match is None:
         if re.match(r"^\s*CHANNELS\b", text, re.IGNORECASE):
-            p.raise_error("expected SHOW CHANNELS [LIKE '<pattern>'] [IN [TABLE] <table>]")
+            p.raise_error("expected SHOW CHANNELS [LIKE '<pattern>'] [IN ACCOUNT | DATABASE <db> | SCHEMA <db> | "
+                          "[TABLE] <table>]")
         return None
-    like, table = match.group("like"), match.group("table")
+    like, table, database = match.group("like"), match.group("table"), match.group("database")
     return ShowChannels(like=exp.Literal.string(like) if like is not None else None,
-                        table=exp.Literal.string(table.replace("`", "")) if table else None)
+                        table=exp.Literal.string(table.replace("`", "")) if table else None,
+                        database=exp.Literal.string(database.replace("`", "").lower()) if database else None)
 
 
 PARSERS = (parse_show_channels,)

@@ -19,6 +19,7 @@ from dtables.ingest import commits
 from dtables.ingest import store as cs
 from dtables.ingest.client import Client, parse_lag
 from dtables.ingest.errors import ChannelInvalidatedError, IngestError, InsertRowsError
+from dtables.errors import SqlError
 from dtables.testing import assert_same_rows
 
 LONG = 600  # seconds: the flusher never commits on its own in these tests
@@ -276,6 +277,10 @@ def test_show_channels(events: Any, client: Any) -> None:
     assert [r.name for r in events.sql("SHOW CHANNELS IN TABLE other").collect()] == ["feed"]
     assert [r.name for r in events.sql("SHOW CHANNELS LIKE 'KAFKA%' IN events").collect()] == ["kafka_p1",
                                                                                              "kafka_p2"]
+    assert len(events.sql("SHOW CHANNELS IN SCHEMA default").collect()) == 3
+    assert events.sql("SHOW CHANNELS IN DATABASE elsewhere").collect() == []
+    with pytest.raises(SqlError):
+        events.sql("SHOW CHANNELS FOR events")
 
 
 def test_refusals(events: Any, client: Any) -> None:
