@@ -1,0 +1,70 @@
+"""One dynamic table per TPC-H query (REFRESH_MODE = AUTO) and its FULL twin; timed refreshes; the equality check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.tpch.spark_jobs import measure
+from bench.tpch.workload import Query
+from dtables.testing import assert_same_rows
+
+ROW_ID = "__dtables_row_id"
+TARGET_LAG = "1 hour"  # nothing refreshes on its own: the bench triggers every refresh
+
+
+def names(query: Query) -> tuple[str, str]:
+    """(the AUTO table, its FULL twin)."""
+    return query.name, f"{query.name}_full"
+
+
+def create(session: Any, query: Query, *, full_twin: bool = True) -> None:
+    auto, full = names(query)
+    session.sql(f"CREATE DYNAMIC TABLE {auto} TARGET_LAG = '{TARGET_LAG}' REFRESH_MODE = AUTO AS {query.dynamic}")
+    if full_twin:
+        session.sql(f"CREATE DYNAMIC TABLE {full} TARGET_LAG = '{TARGET_LAG}' REFRESH_MODE = FULL AS {query.dynamic}")
+
+
+def chosen_mode(session: Any, name: str) -> tuple[str, str | None]:
+    """The refresh mode AUTO chose for `name` and why (from SHOW DYNAMIC TABLES)."""
+    row = session.sql(f"SHOW DYNAMIC TABLES LIKE '{name}'").first()
+    return row["refresh_mode"], row["refresh_mode_reason"]
+
+
+@dataclass(frozen=True)
+class Refresh:
+    table: str
+    action: str  # INCREMENTAL, FULL, NO_DATA...
+    reason: str | None
+    seconds: float
+    jobs: int  # Spark jobs the refresh launched
+    rows_inserted: int
+    rows_deleted: int
+    rows_updated: int
+
+    @property
+    def rows_touched(self) -> int:
+        return self.rows_inserted + self.rows_deleted + self.rows_updated
+
+
+def refresh(session: Any, name: str, data_timestamp: Any) -> Refresh:
+    """Refresh one dynamic table to `data_timestamp`; time it and count its Spark jobs."""
+    records, seconds, jobs = measure(session.spark, f"refresh {name}",
+                                     lambda: session.refresh([name], data_timestamp=data_timestamp))
+    record = records[-1]
+    return Refresh(name, record.action, record.reason, seconds, jobs, record.rows_inserted or 0,
+                   record.rows_deleted or 0, record.rows_updated or 0)
+
+
+def query_columns(session: Any, name: str) -> list[str]:
+    return [c for c in session.table(name).columns if c != ROW_ID]
+
+
+def check(session: Any, query: Query, name: str) -> None:
+    """The dynamic table holds exactly the rows of its query evaluated from scratch (multisets, both ways)."""
+    actual = session.table(name).select(*query_columns(session, name)).collect()
+    expected = session.sql(query.dynamic).collect()
+    try:
+        assert_same_rows(actual, expected)
+    except AssertionError as e:
+        raise AssertionError(f"{name} differs from {query.name} evaluated from scratch: {e}") from None
