@@ -157,6 +157,7 @@ class WarehouseDaemon(Daemon):
             ids = record_not_refreshed(store, result, unrun)
             for r in unrun:
                 log.info("%s %s at %s: %s", r.state, r.name, defs.to_iso(result.data_timestamp), r.error)
+            for r in result.results:
                 key = (r.name, result.data_timestamp)
                 self.refresher.reasons.pop(key, None)
                 rid = self.refresher.refresh_ids.pop(key, None)
