@@ -1,0 +1,131 @@
+"""python -m bench.tpch --sf 1 [--queries 1,3,...] [--batches rf1,rf2,update] [--skip-pipelines]
+
+Generates TPC-H data, loads it through dtables, creates a dynamic table per query (AUTO, plus a FULL twin) and a
+Spark Declarative Pipelines project with the same queries as materialized views, then for each batch applies it,
+refreshes all three side by side, checks every dynamic table against its query evaluated from scratch, and reports
+seconds, Spark jobs, rows touched and ratios (stdout table, CSV, PNG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dtables
+from bench.tpch import datagen, dynamic, load, pipelines, refresh_functions, report, workload
+from dtables.dynamic.definition import now_utc
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.tpch", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (0.01, 0.1, 1, 10...)")
+    p.add_argument("--queries", help="comma-separated query numbers (default: all 22)")
+    p.add_argument("--batches", default=",".join(refresh_functions.BATCHES),
+                   help="comma-separated batches, in order: rf1, rf2, update")
+    p.add_argument("--skip-pipelines", action="store_true", help="leave out Spark Declarative Pipelines")
+    p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
+    p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
+                   help="where generated data is cached (one folder per scale factor)")
+    p.add_argument("--work-dir", type=Path, help="warehouse, pipeline project and results (default: a new /tmp dir)")
+    p.add_argument("--master", default="local[2]")
+    args = p.parse_args(argv)
+    for b in args.batches.split(","):
+        if b not in refresh_functions.BATCHES:
+            p.error(f"unknown batch {b!r}: choose among {', '.join(refresh_functions.BATCHES)}")
+    return args
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix=f"tpch-sf{args.sf:g}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    queries = workload.select(args.queries)
+    batches = args.batches.split(",")
+
+    t = time.perf_counter()
+    data = datagen.generate(args.sf, args.data_dir)
+    _say(f"data: SF {args.sf:g} in {data} ({time.perf_counter() - t:.1f} s)")
+    # Spark's scratch space inside the work folder: other jobs on a shared machine may clean /tmp
+    session = dtables.connect(work / "warehouse", master=args.master,
+                              spark_conf={"spark.local.dir": str(work / "spark-local")})
+    t = time.perf_counter()
+    counts = load.load(session, data)
+    _say(f"loaded {sum(counts.values()):,} rows ({counts['lineitem']:,} lineitem) in {time.perf_counter() - t:.1f} s")
+
+    modes: dict[str, tuple[str, str | None]] = {}
+    for q in queries:
+        t = time.perf_counter()
+        dynamic.create(session, q)
+        modes[q.name] = dynamic.chosen_mode(session, q.name)
+        _say(f"{q.name}: AUTO chose {modes[q.name][0]}{' (' + modes[q.name][1] + ')' if modes[q.name][1] else ''}; "
+             f"created with its FULL twin in {time.perf_counter() - t:.1f} s")
+
+    spec = None
+    if not args.skip_pipelines:
+        locations = {t: session.catalog.lookup(t)["location"] for t in counts}
+        spec = pipelines.write_project(work / "pipeline", queries, locations)
+        first = pipelines.run(spec, "initial")
+        _say(f"spark-pipelines initial run: {first.seconds:.1f} s, exit {first.returncode} {first.error}")
+
+    rows: list[report.Row] = []
+    batch_rows: dict[str, int] = {}
+    sdp_totals: dict[str, float] = {}
+    failures: list[str] = []
+    for i, batch in enumerate(batches):
+        t = time.perf_counter()
+        changed = refresh_functions.apply(session, batch, seed=1000 + i)
+        batch_rows[batch] = changed.rows
+        _say(f"\n{batch}: {changed.orders:,} orders and {changed.lineitems:,} lineitems in "
+             f"{time.perf_counter() - t:.1f} s")
+        at = now_utc()
+        done = []
+        for q in queries:
+            auto, full = dynamic.names(q)
+            inc = dynamic.refresh(session, auto, at)
+            rec = dynamic.refresh(session, full, at)
+            if not args.skip_check:
+                for name in (auto, full):
+                    try:
+                        dynamic.check(session, q, name)
+                    except AssertionError as e:
+                        failures.append(f"{batch} {name}: {str(e)[:500]}")
+                        _say(f"  EQUALITY FAILED {failures[-1]}")
+            size = session.table(auto).count()
+            done.append((q, inc, rec, size))
+            _say(f"  {q.name}: {inc.action} {inc.seconds:.2f} s ({inc.jobs} jobs, {inc.rows_touched} rows) | "
+                 f"FULL {rec.seconds:.2f} s ({rec.jobs} jobs)")
+        sdp = None
+        if spec is not None:
+            sdp = pipelines.run(spec, batch)
+            sdp_totals[batch] = sdp.seconds
+            _say(f"  spark-pipelines run: {sdp.seconds:.1f} s, exit {sdp.returncode} {sdp.error}")
+        for q, inc, rec, size in done:
+            rows.append(report.Row(
+                batch, q.name, modes[q.name][0], inc.action, modes[q.name][1] or inc.reason or "", inc.seconds,
+                inc.jobs, inc.rows_touched, rec.seconds, rec.jobs, rec.rows_touched,
+                sdp.flows.get(q.name) if sdp else None, size))
+
+    title = f"TPC-H SF {args.sf:g}, {args.master}"
+    report.print_table(rows, batch_rows, sdp_totals)
+    report.write_csv(rows, work / "results.csv")
+    report.write_png(rows, work / "results.png", title)
+    _say(f"\nCSV {work / 'results.csv'}; chart {work / 'results.png'}")
+    not_incremental = sorted({r.query for r in rows if r.action != "INCREMENTAL"})
+    if not_incremental:
+        _say(f"did not refresh INCREMENTAL: {', '.join(not_incremental)}")
+    for f in failures:
+        _say(f"EQUALITY FAILED {f}")
+    session.close()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

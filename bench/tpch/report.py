@@ -1,0 +1,92 @@
+"""The results: a table on standard output, a CSV, and a PNG chart of time per query for the three systems."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Row:
+    """One query after one batch, the three systems side by side."""
+
+    batch: str
+    query: str
+    mode: str  # what AUTO chose (INCREMENTAL or FULL)
+    action: str  # what the AUTO table's refresh did
+    reason: str
+    inc_s: float
+    inc_jobs: int
+    inc_rows: int  # rows the refresh inserted + deleted + updated in the dynamic table
+    full_s: float | None
+    full_jobs: int | None
+    full_rows: int | None
+    sdp_s: float | None  # the query's flow in the pipeline run (None: not run or failed)
+    result_rows: int  # rows in the dynamic table after the refresh
+
+    @property
+    def full_over_inc(self) -> float | None:
+        return self.full_s / self.inc_s if self.full_s and self.inc_s else None
+
+    @property
+    def sdp_over_inc(self) -> float | None:
+        return self.sdp_s / self.inc_s if self.sdp_s and self.inc_s else None
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(rows: list[Row], batch_rows: dict[str, int], sdp_totals: dict[str, float]) -> None:
+    for batch in dict.fromkeys(r.batch for r in rows):
+        print(f"\n== {batch}: {batch_rows.get(batch, 0):,} source rows changed; "
+              f"spark-pipelines run {_fmt(sdp_totals.get(batch), '.1f')} s in all (JVM start included)")
+        print(f"{'query':<6}{'action':<12}{'INC s':>8}{'jobs':>6}{'rows':>8}{'FULL s':>8}{'jobs':>6}{'rows':>9}"
+              f"{'SDP s':>8}{'FULL/INC':>10}{'SDP/INC':>9}")
+        for r in (r for r in rows if r.batch == batch):
+            print(f"{r.query:<6}{r.action:<12}{r.inc_s:>8.2f}{r.inc_jobs:>6}{r.inc_rows:>8,}"
+                  f"{_fmt(r.full_s):>8}{_fmt(r.full_jobs, 'd'):>6}{_fmt(r.full_rows, ',d'):>9}{_fmt(r.sdp_s):>8}"
+                  f"{_fmt(r.full_over_inc):>10}{_fmt(r.sdp_over_inc):>9}")
+        inc = sum(r.inc_s for r in rows if r.batch == batch)
+        full = sum(r.full_s or 0 for r in rows if r.batch == batch)
+        print(f"{'all':<6}{'':<12}{inc:>8.2f}{'':>6}{'':>8}{full:>8.2f}{'':>6}{'':>9}"
+              f"{_fmt(sum(r.sdp_s or 0 for r in rows if r.batch == batch)):>8}{_fmt(full / inc if inc else None):>10}")
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    names = [f.name for f in fields(Row)] + ["full_over_inc", "sdp_over_inc"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=names)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({**asdict(r), "full_over_inc": r.full_over_inc, "sdp_over_inc": r.sdp_over_inc})
+
+
+def write_png(rows: list[Row], path: Path, title: str) -> None:
+    """One panel per batch: grouped bars (INCREMENTAL, FULL, pipelines) of seconds per query."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = list(dict.fromkeys(r.batch for r in rows))
+    fig, axes = plt.subplots(len(batches), 1, figsize=(14, 3.6 * len(batches)), squeeze=False)
+    for ax, batch in zip(axes[:, 0], batches):
+        part = [r for r in rows if r.batch == batch]
+        xs = range(len(part))
+        width = 0.27
+        series = [("dtables INCREMENTAL (AUTO)", [r.inc_s for r in part], "tab:green"),
+                  ("dtables FULL", [r.full_s or 0 for r in part], "tab:orange"),
+                  ("Spark Declarative Pipelines (flow)", [r.sdp_s or 0 for r in part], "tab:blue")]
+        for i, (label, values, color) in enumerate(series):
+            ax.bar([x + (i - 1) * width for x in xs], values, width, label=label, color=color)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r.query + ("" if r.action == "INCREMENTAL" else "*") for r in part])
+        ax.set_ylabel("seconds")
+        ax.set_title(f"{title}: after {batch}")
+        ax.legend(fontsize=8, loc="upper right")
+    fig.text(0.01, 0.005, "* the AUTO table did not refresh INCREMENTAL", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
