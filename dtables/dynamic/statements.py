@@ -67,7 +67,7 @@ def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dic
             raise DynamicTableError(f"dynamic table {name}: its query reads {source}, which does not exist")
         if obj["kind"] not in ("TABLE", "DYNAMIC_TABLE"):
             raise DynamicTableError(f"dynamic table {name}: its query reads {source}, a {obj['kind'].lower()}; "
-                                    "dynamic tables read tables and dynamic tables (inline the view's SELECT)")
+                                    "dynamic tables read tables, views and dynamic tables")
         log = DeltaLog(session.spark, obj["location"], source)
         if not log.exists:
             raise SourceMissing(f"dynamic table {name}: its source {source} has no Delta log at {obj['location']}")
@@ -92,7 +92,11 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
         parse_target_lag(lag)
     except SchedulerError as e:
         raise DynamicTableError(f"dynamic table {name}: {e}") from None
-    query_tree, sources = defs.qualify_sources(tree.args["query"])
+    from dtables.change_queries import expand_views
+
+    # Views are inlined: the stored query reads base tables and dynamic tables only, whose versions make the
+    # frontier. A later CREATE OR REPLACE VIEW does not reach this table until it is re-created.
+    query_tree, sources = defs.qualify_sources(expand_views(session, tree.args["query"].copy()))
     query = defs.query_sql(query_tree)
     source_versions = _check_sources(session, name, sources)
     session.catalog.ensure_registered(sources)

@@ -214,3 +214,15 @@ def test_create_errors_name_the_table(shop: Any) -> None:
     check(shop, "d1")
     with pytest.raises(DynamicTableError, match="does not exist"):
         shop.sql("ALTER DYNAMIC TABLE nope REFRESH")
+
+
+def test_view_source_is_inlined_and_refreshed_incrementally(shop: Any) -> None:
+    shop.sql("CREATE VIEW big_orders AS SELECT id, cust, amount FROM orders WHERE amount > 6")
+    shop.sql("CREATE DYNAMIC TABLE big_by_cust TARGET_LAG = '1 hour' AS "
+             "SELECT b.cust, count(*) AS n FROM big_orders b GROUP BY b.cust")
+    assert shop.sql("SHOW DYNAMIC TABLES").first()["refresh_mode"] == "INCREMENTAL"
+    shop.sql("INSERT INTO orders VALUES (9, 2, 50.0), (10, 3, 1.0)")
+    [rec] = shop.refresh("big_by_cust")
+    assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED") and "default.orders" in rec.reason
+    check(shop, "big_by_cust")
+    assert sorted(table_rows(shop, "big_by_cust")) == [(1, 1), (2, 2)]
