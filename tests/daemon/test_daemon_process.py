@@ -24,7 +24,7 @@ from scheduler.lag import RefreshRecord, lag_metrics
 from scheduler.periods import parse_target_lag
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_S = 75.0  # how long the sources keep changing under the daemon
+RUN_S = 120.0  # how long the sources keep changing under the daemon
 
 
 def _oracle() -> Any:
@@ -123,13 +123,16 @@ def test_daemon_process_keeps_lags_under_changing_sources_and_stops_cleanly(conn
         lag = parse_target_lag(d.target_lag)
         if lag.seconds is None:
             continue  # DOWNSTREAM: refreshed exactly when by_region needed it, at its data timestamps
-        successes = [r for r in scheduled if r.state == "SUCCEEDED" and r.ended_at is not None]
-        start = successes[0].ended_at
+        # Measured from the end of the table's first scheduled refresh that ran Spark jobs: the daemon JVM's first
+        # job of each query shape is warm-up (class loading, code generation), not steady state.
+        warm = [r for r in scheduled if r.state == "SUCCEEDED" and r.action != "NO_DATA" and r.ended_at]
+        assert warm, f"{name}: no scheduled refresh applied changes"
+        start = warm[0].ended_at
         metrics = lag_metrics([RefreshRecord(r.data_timestamp, r.ended_at, r.state) for r in records
                                if r.ended_at is not None], window_start=start, now=stop_at, target_lag_s=lag.seconds)
         print(f"{name}: lag {lag}, within {metrics.within_target_share:.0%}, mean {metrics.mean_lag_s:.1f} s, "
               f"max {metrics.max_lag_s:.1f} s, {metrics.refreshes_in_window} refreshes")
-        assert (stop_at - start) > dt.timedelta(seconds=RUN_S / 3), "the daemon started refreshing too late"
+        assert (stop_at - start) > dt.timedelta(seconds=RUN_S / 2), "the daemon started refreshing too late"
         assert metrics.within_target_share is not None and metrics.within_target_share >= 0.6, (name, metrics)
 
     enriched_ts = {r.data_timestamp for r in history.records(session.store, "enriched") if r.trigger == "SCHEDULED"}
