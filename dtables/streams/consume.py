@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dtables.catalog import normalize
-from dtables.changes.storage import Storage
+from dtables.changes.idempotent import committed, idempotent_session
 from dtables.streams import faults
 from dtables.streams import store as st
 from dtables.streams.dml import in_subquery_as_merge
@@ -217,35 +217,12 @@ def _latest(session: Session, location: str | None) -> int:
     return log.latest_version if log.exists else -1
 
 
-def committed(spark: Any, location: str | None, after: int, app: str, seq: int) -> bool:
-    """Whether the table at ``location`` has a commit after version ``after`` carrying transaction ``app``/``seq``."""
-    from dtables.changes.log import DeltaLog
-
-    if location is None:
-        return False
-    log = DeltaLog(spark, location)
-    if not log.exists:
-        return False
-    storage = Storage(spark, location)
-    for version in range(after + 1, log.latest_version + 1):
-        for line in (storage.read_text(f"_delta_log/{version:020d}.json") or "").splitlines():
-            if line.startswith('{"txn"'):
-                txn = json.loads(line)["txn"]
-                if txn.get("appId") == app and int(txn.get("version", -1)) >= seq:
-                    return True
-    return False
-
-
 def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expression,
                   app: str | None, seq: int, metadata: str) -> None:
     from dtables.sql.dialect import to_spark
     from dtables.sql.references import table_names
 
-    clone = session.spark.newSession()
-    if app is not None:
-        clone.conf.set("spark.databricks.delta.write.txnAppId", app)
-        clone.conf.set("spark.databricks.delta.write.txnVersion", str(seq))
-        clone.conf.set("spark.databricks.delta.commitInfo.userMetadata", metadata)
+    clone = idempotent_session(session.spark, app, seq, metadata) if app is not None else session.spark.newSession()
     scope = SparkScope(clone, session.catalog, session.store)
     session.catalog.ensure_registered(table_names(tree))
     rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
