@@ -19,6 +19,7 @@ from sqlglot import exp
 import differentiation as diff
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize
+from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError
 
 if TYPE_CHECKING:
@@ -122,28 +123,6 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-class IntervalSources:
-    """``differentiation.Sources`` over Delta tables: snapshots and redundant deltas at resolved intervals,
-    each registered as a temporary view of the session's Spark."""
-
-    def __init__(self, spark: Any, intervals: Mapping[str, ch.Interval]):
-        self.spark = spark
-        self.intervals = intervals
-
-    def _register(self, df: Any) -> str:
-        name = f"__dtables_src_{next(_view_names)}"
-        df.createOrReplaceTempView(name)
-        return f"`{name}`"
-
-    def snapshot(self, table: str, when: str) -> str:
-        interval = self.intervals[table]
-        version = interval.start_version if when == "start" else interval.end_version
-        return self._register(ch.snapshot(self.spark, interval.table, version, location=interval.location or None))
-
-    def changes(self, table: str) -> str:
-        return self._register(ch.redundant_delta(self.spark, self.intervals[table]))
-
-
 def view_query(session: Session, name: str) -> exp.Expression:
     """The SELECT of a view, with views it reads expanded inline (views over views)."""
     from dtables.sql.dialect import parse_one
@@ -193,18 +172,13 @@ def plan_view(session: Session, name: str) -> Any:
 def view_changes(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
     plan = plan_view(session, name)
     intervals = _view_intervals(session, name, plan.base_tables(), bounds)
-    stats = {t: _stats(session, i) for t, i in intervals.items()}
+    stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
     try:
         derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
     sql = diff.render_changes(derivative, IntervalSources(session.spark, intervals))
     return session.spark.sql(sql)
-
-
-def _stats(session: Session, interval: ch.Interval) -> diff.ChangeStats:
-    s = ch.change_stats(session.spark, interval)
-    return diff.ChangeStats(inserts=s.inserts, deletes=s.deletes)
 
 
 def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from differentiation import ChangeStats
 from dtables.catalog import normalize
-from dtables.changes import Interval, change_stats
+from dtables.changes import Interval
+from dtables.changes.sources import differentiation_stats
 from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
@@ -190,8 +191,7 @@ def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -
         same_table = d.source_identities.get(name) == src.identity
         if old is None or not same_table or src.version <= old:
             continue
-        kinds = change_stats(session.spark, Interval(name, old, src.version, src.location))
-        out[name] = ChangeStats(inserts=kinds.inserts, deletes=kinds.deletes)
+        out[name] = differentiation_stats(session.spark, Interval(name, old, src.version, src.location))
     return out
 
 
