@@ -33,7 +33,7 @@ from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
-from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
+from dtables.dynamic.definition import INCREMENTAL, Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import NO_DATA, REINITIALIZE, decide
@@ -195,6 +195,18 @@ def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -
     return out
 
 
+# Adaptive query execution runs each shuffle and broadcast stage as a Spark job of its own. An incremental refresh
+# is many small stages (change reads, joins with snapshots, consolidation, the MERGE's own passes) over little
+# data, so AQE doubles its job count for nothing: measured on a join + GROUP BY refresh, 23 jobs with AQE and 12
+# without, at about half the time. FULL refreshes keep it. Set spark.dtables.incrementalAdaptive=true to keep AQE.
+ADAPTIVE_SWITCH = "spark.dtables.incrementalAdaptive"
+
+
+def _tune_for_small_changes(session: Session, clone: Any) -> None:
+    if session.spark.conf.get(ADAPTIVE_SWITCH, "false").lower() != "true":
+        clone.conf.set("spark.sql.adaptive.enabled", "false")
+
+
 def _stored_columns(session: Session, d: Definition) -> tuple[str, ...]:
     """The columns the table holds at its last refresh, hidden ones included (from the log: no Spark job)."""
     if d.data_version is None:
@@ -237,6 +249,8 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
                            rows_deleted=0, rows_updated=0)
         else:
             clone = session.spark.newSession()
+            if action.action == INCREMENTAL:
+                _tune_for_small_changes(session, clone)
             refresh_sources = RefreshSources(clone, d.frontier, sources)
             columns = d.columns
             if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
