@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 import typer
 
@@ -38,6 +42,24 @@ def _frontier_text(frontier: dict[str, int]) -> str:
     return ", ".join(f"{table}@{version}" for table, version in sorted(frontier.items()))
 
 
+@contextmanager
+def _jvm_console_to_stderr(active: bool) -> Iterator[TextIO]:
+    """Delta's VACUUM prints progress on the JVM's standard output, which is this process's: with ``--json`` the
+    JVM (started inside the block) gets standard error as its output, and the JSON goes to the real one."""
+    if not active:
+        yield sys.stdout
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with os.fdopen(os.dup(saved), "w") as out:
+            yield out
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @app.command()
 def vacuum(
     tables: Optional[list[str]] = typer.Argument(None, help="Tables to vacuum (default: every table of the "
@@ -53,7 +75,7 @@ def vacuum(
     from dtables.catalog import TABLE_KINDS
     from dtables.streams.vacuum import plan_vacuum, run_vacuum
 
-    with failing_cleanly():
+    with failing_cleanly(), _jvm_console_to_stderr(as_json) as out:
         session = project_session(project, profile)
         names = tables or [o["name"] for o in session.catalog.objects() if o["kind"] in TABLE_KINDS]
         plans = [plan_vacuum(session, name, retain_hours) for name in names]  # every name checked before any runs
@@ -67,7 +89,7 @@ def vacuum(
                 entry["files_to_delete"] = [r[0] for r in outcome.collect()]
             results.append(entry)
         if as_json:
-            print(json.dumps(results, indent=2, default=str))
+            print(json.dumps(results, indent=2, default=str), file=out, flush=True)
             return
         for r in results:
             raised = f"{r['retain_hours']:g} h (asked {r['requested_hours']:g} h)" \
