@@ -70,6 +70,7 @@ def test_sql_vacuum_keeps_stream_frontier_plain_delta_vacuum_makes_it_stale(dt: 
     assert _rows(dt, "SELECT * FROM s") == []
 
 
+@pytest.mark.slow  # two more Delta VACUUMs (each several Spark jobs)
 def test_vacuum_gives_up_on_a_stream_older_than_the_maximum(dt: Any, conf: Any) -> None:
     conf({**NO_SAFETY_CHECK, "dtables.stream.max_retention": "0.0001 hours"})  # under a second
     dt.sql("CREATE TABLE src (id INT, v STRING)")
