@@ -27,7 +27,11 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 def idempotent_session(spark: Any, app: str, version: int, user_metadata: str | None = None) -> Any:
     """A clone of ``spark`` whose next Delta write is transaction ``app``/``version`` with ``user_metadata``."""
-    clone = spark.newSession()
+    return make_idempotent(spark.newSession(), app, version, user_metadata)
+
+
+def make_idempotent(clone: Any, app: str, version: int, user_metadata: str | None = None) -> Any:
+    """Configure a session of one writer's own (a clone) so its next Delta write is transaction ``app``/``version``."""
     clone.conf.set(TXN_APP_ID, app)
     clone.conf.set(TXN_VERSION, str(version))
     if user_metadata is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from differentiation import render_changes, render_snapshot
+from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
@@ -67,9 +68,7 @@ class WrittenCommit:
 
 
 def configure_idempotent_write(clone: Any, name: str, metadata: CommitMetadata) -> None:
-    clone.conf.set("spark.databricks.delta.write.txnAppId", f"dtables-refresh:{name}")
-    clone.conf.set("spark.databricks.delta.write.txnVersion", str(metadata.sequence))
-    clone.conf.set("spark.databricks.delta.commitInfo.userMetadata", metadata.to_json())
+    make_idempotent(clone, f"dtables-refresh:{name}", metadata.sequence, metadata.to_json())
 
 
 def _q(name: str) -> str:
@@ -149,14 +148,6 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
               f"VALUES ({values}, s.__dt_rid)")
 
 
-def _commit_info(spark: Any, location: str, version: int) -> dict[str, Any] | None:
-    text = Storage(spark, location).read_text(f"_delta_log/{version:020d}.json")
-    for line in (text or "").splitlines():
-        if line.strip().startswith('{"commitInfo"'):
-            return json.loads(line)["commitInfo"]
-    return None
-
-
 def _metric(metrics: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         if key in metrics:
@@ -185,11 +176,8 @@ def committed_refresh(spark: Any, location: str, *, min_sequence: int = 1, look_
     log = DeltaLog(spark, location)
     if not log.exists:
         return None
-    latest = log.latest_version
-    for version in range(latest, max(-1, latest - look_back), -1):
-        info = _commit_info(spark, location, version)
-        if info is None:
-            continue
+    for commit in logged_commits(spark, location, after=log.latest_version - look_back, newest_first=True):
+        info, version = commit.info, commit.version
         meta = CommitMetadata.from_json(info.get("userMetadata"))
         if meta is None:
             continue
