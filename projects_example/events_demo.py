@@ -1,7 +1,7 @@
 """The events project end to end: click events flow in through an ingestion channel and the dynamic tables built on
 them (sessions, a daily funnel, daily sessions per country) follow incrementally.
 
-    .venv/bin/python projects_example/events_demo.py [WORKDIR] [--users 200] [--days 3]
+    .venv/bin/python projects_example/events_demo.py [WORKDIR] [--users 200] [--days 3] [--batches 3]
 
 Steps: copy the project to WORKDIR (a temp folder by default) and apply it; feed the generated events through
 channel ``web-1`` in batches (offset token = the event's number), refreshing after each; let a producer "crash" with
@@ -111,7 +111,9 @@ def check(session: Any, project: Any, events: list[dict[str, Any]]) -> list[str]
     return problems
 
 
-def main(workdir: Path, spark: Any = None, users: int = 200, days: int = 3) -> int:
+def main(workdir: Path, spark: Any = None, users: int = 200, days: int = 3, batches: int = 3) -> int:
+    """Run the demo in a copy of the project under `workdir`; 0 when every check passed, else 1. The events are
+    fed in `batches` batches (at least 2), a refresh after each; the producer crashes during the last one."""
     project_dir = workdir / "events"
     shutil.rmtree(project_dir, ignore_errors=True)
     shutil.copytree(HERE, project_dir, ignore=shutil.ignore_patterns("warehouse", "__pycache__", "*.jsonl"))
@@ -125,12 +127,13 @@ def main(workdir: Path, spark: Any = None, users: int = 200, days: int = 3) -> i
     apply_plan(session, project, changes)
 
     events = generate(users, days)
-    batches = [events[i * len(events) // 3:(i + 1) * len(events) // 3] for i in range(3)]
-    print(f"\n== {len(events)} click events of {users} users over {days} days, in {len(batches)} batches")
+    batches = max(batches, 2)
+    parts = [events[i * len(events) // batches:(i + 1) * len(events) // batches] for i in range(batches)]
+    print(f"\n== {len(events)} click events of {users} users over {days} days, in {len(parts)} batches")
     first = 1
     with Client(session) as client:
         channel = client.open_channel(CHANNEL, "clicks")
-        for n, batch in enumerate(batches[:2], 1):
+        for n, batch in enumerate(parts[:-1], 1):
             send(channel, batch, first)
             channel.flush()
             first += len(batch)
@@ -139,8 +142,8 @@ def main(workdir: Path, spark: Any = None, users: int = 200, days: int = 3) -> i
             show_refresh(session.refresh(list(MODELS)))
         channel.close()
 
-    print(f"\n== batch 3: {len(batches[2])} events, and a producer crash in the middle")
-    problems = resume_after_crash(session, batches[2], first)
+    print(f"\n== batch {len(parts)}: {len(parts[-1])} events, and a producer crash in the middle")
+    problems = resume_after_crash(session, parts[-1], first)
     session.sql("SHOW CHANNELS IN TABLE clicks").select("name", "offset_token", "rows_committed").show()
     print("== dtables refresh")
     show_refresh(session.refresh(list(MODELS)))
@@ -168,5 +171,6 @@ if __name__ == "__main__":
     parser.add_argument("workdir", nargs="?", default=str(Path(tempfile.gettempdir()) / "dtables-events-demo"))
     parser.add_argument("--users", type=int, default=200, help="users sending events (1..200)")
     parser.add_argument("--days", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=3, help="ingestion batches, a refresh after each (>= 2)")
     args = parser.parse_args()
-    sys.exit(main(Path(args.workdir), users=args.users, days=args.days))
+    sys.exit(main(Path(args.workdir), users=args.users, days=args.days, batches=args.batches))
