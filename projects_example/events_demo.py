@@ -91,10 +91,13 @@ def resume_after_crash(session: Any, events: list[dict[str, Any]], first: int) -
 def check(session: Any, project: Any, events: list[dict[str, Any]]) -> list[str]:
     """Every event exactly once in clicks; every dynamic table equal to its query; INCREMENTAL refreshes."""
     problems: list[str] = []
-    landed = [(r.user_id, r.session_id, r.event_type, r.page, r.ts.isoformat(timespec="seconds"),
-               None if r.amount is None else f"{r.amount:.2f}") for r in session.sql("SELECT * FROM clicks").collect()]
+    # timestamps formatted by Spark, in the session time zone the events were read in (not Python's local one)
+    landed = session.sql("SELECT user_id, session_id, event_type, page, date_format(ts, 'yyyy-MM-dd HH:mm:ss'), "
+                         "CAST(amount AS STRING) FROM clicks").collect()
+    sent = [(e["user_id"], e["session_id"], e["event_type"], e["page"], e["ts"].replace("T", " "), e["amount"])
+            for e in events]
     try:
-        assert_same_rows(landed, [tuple(e.values()) for e in events])
+        assert_same_rows(landed, sent)
     except AssertionError as e:
         problems.append(f"clicks differ from the {len(events)} events sent: {e}")
     for name in MODELS:
