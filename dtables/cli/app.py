@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dtables.errors import DtablesError
@@ -32,7 +33,8 @@ def failing_cleanly() -> Iterator[None]:
     try:
         yield
     except DtablesError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False, markup=True, soft_wrap=True)
+        # the message is plain text: brackets in it (`dtables[png]`, `a[0]`) are not rich markup
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
         raise typer.Exit(1) from None
 
 

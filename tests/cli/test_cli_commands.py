@@ -42,7 +42,8 @@ def test_validate_reports_file_and_line_and_fails(tmp_path):
     assert "broken.sql:2" in result.stderr and "nocol" in result.stderr
 
 
-def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
+def _new_user_flow(tmp_path: Path) -> Path:
+    """`dtables init demo && cd demo && dtables apply`, change rows, `dtables refresh`: what a new user does first."""
     run("init", "demo", cwd=tmp_path)
     project = tmp_path / "demo"
     applied = run("apply", cwd=project).stdout
@@ -52,6 +53,16 @@ def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
     refreshed = json.loads(run("refresh", "--json", cwd=project).stdout)
     assert {r["table"]: r["action"] for r in refreshed} == {"default.big_sales": "INCREMENTAL",
                                                            "default.store_totals": "INCREMENTAL"}
+    return project
+
+
+def test_init_apply_change_and_refresh_incrementally(tmp_path):
+    _new_user_flow(tmp_path)
+
+
+@pytest.mark.slow  # eight Spark start-ups; the default suite runs the first four above
+def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
+    project = _new_user_flow(tmp_path)
     totals = json.loads(run("sql", "--json", "-e", "SELECT store, sales, total FROM store_totals ORDER BY store",
                             cwd=project).stdout)
     assert [(t["store"], t["sales"], str(t["total"])) for t in totals] == [

@@ -62,6 +62,7 @@ def test_retail_demo_end_to_end(spark, tmp_path):
     assert session.sql("SELECT count(*) FROM enriched_lines WHERE order_id = 12").first()[0] == 0
 
 
+@pytest.mark.slow  # the retail demo keeps an example project in the default suite
 def test_events_demo_end_to_end(spark, tmp_path, capsys):
     demo = _module("events_demo")
     assert demo.main(tmp_path, spark=spark, users=30, days=2, batches=2) == 0

@@ -47,6 +47,7 @@ def _assert_each_number_once(session: Any, total: int) -> None:
     assert not duplicated and not missing and len(counts) == total, (duplicated[:10], missing[:10])
 
 
+@pytest.mark.slow  # three `dtables ingest` processes, each starting Spark
 def test_ingest_command_killed_then_rerun_loads_each_line_once(connect: Any, warehouse: Path, tmp_path: Path) -> None:
     session = connect()
     session.sql("CREATE TABLE seq (n BIGINT NOT NULL)")

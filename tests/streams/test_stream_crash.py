@@ -33,12 +33,14 @@ def _run_child(warehouse: Any, sql: str, crash_at: str) -> int:
     return result.returncode
 
 
+# Each case starts a Spark process of its own; the default suite keeps the two riskiest points (data committed,
+# frontier not; a transaction half written), the others run with -m slow.
 @pytest.mark.parametrize("crash_at, sql", [
-    ("after_pending", SINGLE),  # before the write: nothing applied
+    pytest.param("after_pending", SINGLE, marks=pytest.mark.slow),  # before the write: nothing applied
     ("after_write", SINGLE),  # data committed, frontier not recorded
-    ("after_advance", SINGLE),  # everything recorded, process dies before returning
+    pytest.param("after_advance", SINGLE, marks=pytest.mark.slow),  # everything recorded, dies before returning
     ("between_writes", TRANSACTION),  # a transaction: first target written, second not
-    ("after_write", TRANSACTION),
+    pytest.param("after_write", TRANSACTION, marks=pytest.mark.slow),
 ])
 def test_killed_consumer_applies_each_change_once(connect: Any, warehouse: Any, crash_at: str, sql: str) -> None:
     dt = connect()

@@ -83,6 +83,7 @@ def test_vacuum_gives_up_on_a_stream_older_than_the_maximum(dt: Any, conf: Any) 
         dt.sql("SELECT * FROM s")
 
 
+@pytest.mark.slow  # a Delta VACUUM and two refreshes (about a minute on 2 cores)
 def test_vacuum_keeps_what_the_next_incremental_refresh_of_a_dynamic_table_reads(dt: Any, conf: Any) -> None:
     conf(NO_SAFETY_CHECK)
     dt.sql("CREATE TABLE orders (id INT, amount INT)")
