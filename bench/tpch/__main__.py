@@ -17,6 +17,7 @@ from pathlib import Path
 import dtables
 from bench.tpch import datagen, dynamic, load, pipelines, refresh_functions, report, workload
 from dtables.dynamic.definition import now_utc
+from dtables.spark.builder import LOCAL_DEFAULTS
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -32,6 +33,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="where generated data is cached (one folder per scale factor)")
     p.add_argument("--work-dir", type=Path, help="warehouse, pipeline project and results (default: a new /tmp dir)")
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--driver-memory", default=LOCAL_DEFAULTS["spark.driver.memory"],
+                   help="driver memory of the dtables session and of the pipelines' Connect server (e.g. 12g at SF 10)")
+    p.add_argument("--shuffle-partitions", type=int, default=int(LOCAL_DEFAULTS["spark.sql.shuffle.partitions"]),
+                   help="spark.sql.shuffle.partitions for both systems (more at SF 10 so partitions fit in memory)")
     args = p.parse_args(argv)
     for b in args.batches.split(","):
         if b not in refresh_functions.BATCHES:
@@ -55,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"data: SF {args.sf:g} in {data} ({time.perf_counter() - t:.1f} s)")
     # Spark's scratch space inside the work folder: other jobs on a shared machine may clean /tmp
     session = dtables.connect(work / "warehouse", master=args.master,
-                              spark_conf={"spark.local.dir": str(work / "spark-local")})
+                              spark_conf={"spark.local.dir": str(work / "spark-local"),
+                                          "spark.driver.memory": args.driver_memory,
+                                          "spark.sql.shuffle.partitions": str(args.shuffle_partitions)})
     t = time.perf_counter()
     counts = load.load(session, data)
     _say(f"loaded {sum(counts.values()):,} rows ({counts['lineitem']:,} lineitem) in {time.perf_counter() - t:.1f} s")
@@ -71,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = None
     if not args.skip_pipelines:
         locations = {t: session.catalog.lookup(t)["location"] for t in counts}
-        spec = pipelines.write_project(work / "pipeline", queries, locations)
-        first = pipelines.run(spec, "initial")
+        spec = pipelines.write_project(work / "pipeline", queries, locations, args.shuffle_partitions)
+        first = pipelines.run(spec, "initial", args.driver_memory)
         _say(f"spark-pipelines initial run: {first.seconds:.1f} s, exit {first.returncode} {first.error}")
 
     rows: list[report.Row] = []
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"FULL {rec.seconds:.2f} s ({rec.jobs} jobs)")
         sdp = None
         if spec is not None:
-            sdp = pipelines.run(spec, batch)
+            sdp = pipelines.run(spec, batch, args.driver_memory)
             sdp_totals[batch] = sdp.seconds
             _say(f"  spark-pipelines run: {sdp.seconds:.1f} s, exit {sdp.returncode} {sdp.error}")
         for q, inc, rec, size in done:

@@ -52,8 +52,10 @@ def _over_paths(query: Query, locations: dict[str, str]) -> str:
     return tree.sql(dialect="spark", pretty=True)
 
 
-def write_project(folder: Path, queries: list[Query], locations: dict[str, str]) -> Path:
-    """Write the pipeline project; returns its spec file."""
+def write_project(folder: Path, queries: list[Query], locations: dict[str, str],
+                  shuffle_partitions: int | None = None) -> Path:
+    """Write the pipeline project; returns its spec file. ``shuffle_partitions`` as the dtables sessions use."""
+    conf = {**SQL_CONF, **({"spark.sql.shuffle.partitions": str(shuffle_partitions)} if shuffle_partitions else {})}
     (folder / "transformations").mkdir(parents=True, exist_ok=True)
     spec = folder / "spark-pipeline.yml"
     spec.write_text(
@@ -62,7 +64,7 @@ def write_project(folder: Path, queries: list[Query], locations: dict[str, str])
         "libraries:\n"
         "  - glob:\n"
         "      include: transformations/**\n"
-        "configuration:\n" + "".join(f'  {k}: "{v}"\n' for k, v in SQL_CONF.items()))
+        "configuration:\n" + "".join(f'  {k}: "{v}"\n' for k, v in conf.items()))
     for q in queries:
         (folder / "transformations" / f"{q.name}.sql").write_text(
             f"-- TPC-H {q.name} (the dynamic-table variant: same rows)\n"
@@ -79,38 +81,49 @@ SQL_CONF = {
 }
 
 
-def _command(spec: Path, folder: Path) -> list[str]:
+def _spark_defaults(folder: Path, driver_memory: str) -> Path:
+    """A Spark conf folder whose spark-defaults.conf holds what the pipeline's Spark needs; returns the folder.
+
+    Not `--conf` on the command line: spark-submit hands its settings to the Python CLI in groups of 10
+    (PYSPARK_REMOTE_INIT_CONF_<i>) and pyspark 4.2 keeps only the last group when it starts the local Connect
+    server (pyspark/sql/connect/session.py: `init_opts = json.loads(...)` in a loop), so once spark-submit holds
+    more than ten settings some are silently lost, e.g. the class path (ClassNotFoundException:
+    io.delta.sql.DeltaSparkSessionExtension). spark-defaults.conf is read by both spark-submit launches (the CLI's
+    and the local server's), as it is on a user's installation (SPARK_CONF_DIR).
+    """
     conf = {
         **DELTA_CONF,
         # Delta on the driver's class path: `--jars` comes too late for the SQL extension of the Connect server.
         "spark.driver.extraClassPath": os.pathsep.join(str(p) for p in delta_jars()),
         "spark.sql.catalogImplementation": "hive",
+        # The local Connect server is the driver and does all the work: the memory the dtables session has.
+        "spark.driver.memory": driver_memory,
     }
-    # Few --conf on purpose: spark-submit hands its settings to the Python CLI in groups of 10
-    # (PYSPARK_REMOTE_INIT_CONF_<i>) and pyspark 4.2 keeps only the last group when it starts the local Connect
-    # server (pyspark/sql/connect/session.py: `init_opts = json.loads(...)` in a loop), so with more than about
-    # four of our own some are silently lost, e.g. the class path (ClassNotFoundException:
-    # io.delta.sql.DeltaSparkSessionExtension). Session settings go in the spec's `configuration` instead, and the
-    # views land in <project>/spark-warehouse (the working directory).
-    # spark-pipelines starts its own local Spark Connect server (`--remote local`), which refuses `--master`:
-    # the server takes every core of the machine (local[*]), 2 here, as the dtables sessions do.
-    cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "run", "--spec", str(spec)]
-    for key, value in conf.items():
-        cmd += ["--conf", f"{key}={value}"]
-    return cmd
+    conf_dir = folder / "conf"
+    conf_dir.mkdir(exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+    return conf_dir
 
 
-def run(spec: Path, label: str) -> PipelineRun:
+def _command(spec: Path) -> list[str]:
+    # Session settings go in the spec's `configuration`; the views land in <project>/spark-warehouse (the working
+    # directory). spark-pipelines starts its own local Spark Connect server (`--remote local`), which refuses
+    # `--master`: the server takes every core of the machine (local[*]), 2 here, as the dtables sessions do.
+    return [str(Path(sys.executable).parent / "spark-pipelines"), "run", "--spec", str(spec)]
+
+
+def run(spec: Path, label: str, driver_memory: str = LOCAL_DEFAULTS["spark.driver.memory"]) -> PipelineRun:
     """`spark-pipelines run` once, as a user would; per-flow times from its event lines."""
     folder = spec.parent
     log = folder / f"run-{label}.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable,
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPARK_CONF_DIR": str(_spark_defaults(folder, driver_memory)),
+           "PYSPARK_PYTHON": sys.executable,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     started: dict[str, float] = {}
     result = PipelineRun(0.0, log=log)
     tail: list[str] = []
     start = time.perf_counter()
-    with log.open("w") as out, subprocess.Popen(_command(spec, folder), cwd=folder, env=env,
+    with log.open("w") as out, subprocess.Popen(_command(spec), cwd=folder, env=env,
                                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
