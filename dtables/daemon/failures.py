@@ -6,7 +6,9 @@ everything downstream of it) after N of them. Here that state is persisted in th
 the state store, and a suspension sets ``dynamic_tables.state = SUSPENDED`` (what ``ALTER DYNAMIC TABLE ... SUSPEND``
 does) in the same SQLite transaction, so a restarted daemon, ``dtables status`` and ``dtables dag`` all see it.
 ``ALTER DYNAMIC TABLE ... RESUME`` is noticed at the next tick: the table and the downstream tables suspended
-because of it resume, and their failure counts start again from zero.
+because of it resume, and their failure counts start again from zero. So is a successful manual refresh
+(``dtables refresh``, ``ALTER ... REFRESH``) of a table that is failing but not yet suspended: it shows the cause
+was fixed, so its count starts again from zero rather than suspending it at the next scheduled failure.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class FailureStore:
 
     def sync_resumed(self, failures: FailureState, dag: DAG[str],
                      definitions: Mapping[str, defs.Definition]) -> list[str]:
-        """Apply ``ALTER DYNAMIC TABLE ... RESUME``s made since the last tick (and forget dropped tables).
+        """Apply ``ALTER DYNAMIC TABLE ... RESUME``s and successful manual refreshes made since the last tick (and
+        forget dropped tables).
 
         Only suspensions already persisted count: the runner suspends in memory a moment before ``save`` writes
         the SUSPENDED state, and that window must not look like a RESUME.
@@ -71,6 +74,10 @@ class FailureStore:
             if name not in definitions:
                 failures.suspended.pop(name, None)
                 changed = True
+        for name in list(failures.consecutive_failures):
+            if name not in failures.suspended and _refreshed_manually_since(self.store, name):
+                failures.consecutive_failures.pop(name)
+                changed = True
         resumed: list[str] = []
         for name in dag.topological_order():
             if name in persisted and name in failures.suspended and definitions[name].state == defs.ACTIVE:
@@ -81,6 +88,12 @@ class FailureStore:
                 for name in resumed:
                     conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (defs.ACTIVE, name))
         return resumed
+
+
+def _refreshed_manually_since(store: StateStore, name: str) -> bool:
+    """Whether the table's newest refresh is a successful one the daemon did not run (its failures are older)."""
+    last = history.latest(store, name)
+    return last is not None and last.state == history.SUCCEEDED and last.trigger != "SCHEDULED"
 
 
 def record_not_refreshed(store: StateStore, result: TickResult, results: Iterable[TableRunResult]) -> dict[str, str]:

@@ -115,6 +115,13 @@ def records(store: StateStore, name: str | None = None, since: dt.datetime | Non
     return [_record(r) for r in store.query(sql + " ORDER BY started_at, rowid", params)]
 
 
+def latest(store: StateStore, name: str) -> RefreshRecord | None:
+    """The newest history record of one table (any trigger, any state), or None."""
+    rows = store.query("SELECT * FROM refresh_history WHERE name = ? ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                       (normalize(name),))
+    return _record(rows[0]) if rows else None
+
+
 def get(store: StateStore, refresh_id: str) -> RefreshRecord | None:
     rows = store.query("SELECT * FROM refresh_history WHERE refresh_id = ?", (refresh_id,))
     return _record(rows[0]) if rows else None
