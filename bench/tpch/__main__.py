@@ -37,7 +37,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="driver memory of the dtables session and of the pipelines' Connect server (e.g. 12g at SF 10)")
     p.add_argument("--shuffle-partitions", type=int, default=int(LOCAL_DEFAULTS["spark.sql.shuffle.partitions"]),
                    help="spark.sql.shuffle.partitions for both systems (more at SF 10 so partitions fit in memory)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the dtables session (repeatable), e.g. to compare dtables options")
     args = p.parse_args(argv)
+    for c in args.conf:
+        if "=" not in c:
+            p.error(f"--conf takes KEY=VALUE, not {c!r}")
     for b in args.batches.split(","):
         if b not in refresh_functions.BATCHES:
             p.error(f"unknown batch {b!r}: choose among {', '.join(refresh_functions.BATCHES)}")
@@ -62,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     session = dtables.connect(work / "warehouse", master=args.master,
                               spark_conf={"spark.local.dir": str(work / "spark-local"),
                                           "spark.driver.memory": args.driver_memory,
-                                          "spark.sql.shuffle.partitions": str(args.shuffle_partitions)})
+                                          "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
+                                          **dict(c.split("=", 1) for c in args.conf)})
     t = time.perf_counter()
     counts = load.load(session, data)
     _say(f"loaded {sum(counts.values()):,} rows ({counts['lineitem']:,} lineitem) in {time.perf_counter() - t:.1f} s")

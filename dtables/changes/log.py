@@ -265,6 +265,22 @@ class DeltaLog:
             )
         return TableMetadata.from_actions(metadata, protocol)
 
+    def files_at(self, version: int) -> tuple[FileAction, ...] | None:
+        """The data files of the table at ``version`` from that version's checksum file, when it lists them.
+
+        Delta writes the complete file list (``allFiles``, protocol: version checksum file) into the checksum of
+        tables with few files, so a snapshot of such a table needs no log replay, hence no Spark job. None when
+        the checksum is absent, holds no list, or disagrees with its own file count.
+        """
+        text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
+        if not text:
+            return None
+        crc = json.loads(text)
+        files = crc.get("allFiles")
+        if files is None or crc.get("numFiles") != len(files):
+            return None
+        return tuple(FileAction.from_json("add", f) for f in files)
+
     def _checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         # Checkpoints are parquet; without pyarrow in the environment, Spark reads them (rare: old versions only).
         paths = [f"{self.location}/{LOG_DIR}/{name}" for name in self._checkpoints[version]]

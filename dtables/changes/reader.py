@@ -36,7 +36,7 @@ from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import TableMetadata
 from dtables.changes.scan import FILE, FRESH, RCV, RID, scan_files, table_schema
-from dtables.changes.shapes import ChangePlan, Shape, check_files_retained, plan_changes
+from dtables.changes.shapes import ChangePlan, FileScan, Shape, check_files_retained, plan_changes
 
 ACTION = "METADATA$ACTION"
 ISUPDATE = "METADATA$ISUPDATE"
@@ -241,8 +241,26 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
             f"ids; turn it on with {ENABLE_TRACKING_FIX.format(table=table)} and use a later version"
         )
     columns = [f.name for f in table_schema(meta).fields]
-    df = spark.read.format("delta").option("versionAsOf", version).load(location)
+    files = log.files_at(version) if direct_snapshots(spark) else None
+    if files and meta.column_mapping == "none" and all(f.base_row_id is not None and not f.has_deletion_vector
+                                                        for f in files):
+        # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py): the
+        # same rows and ids as Delta's time travel below, without the Spark job that rebuilds the snapshot.
+        df = scan_files(spark, location, meta, FileScan(files, version, True))
+        row_id = F.col(RID)
+    else:
+        df = spark.read.format("delta").option("versionAsOf", version).load(location)
+        row_id = F.col("_metadata.row_id")
     return df.select(
         *[F.col(f"`{c}`") for c in columns],
-        row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(DELTA_ROW_ID),
+        row_id_string(meta.table_id, row_id).alias(DELTA_ROW_ID),
     )
+
+
+DIRECT_SNAPSHOTS = "spark.dtables.directSnapshots"
+
+
+def direct_snapshots(spark: Any) -> bool:
+    """Whether snapshots may be read from the files their checksum lists (``spark.dtables.directSnapshots``, on
+    by default; off forces Delta time travel, e.g. to compare the two)."""
+    return str(spark.conf.get(DIRECT_SNAPSHOTS, "true")).lower() != "false"
