@@ -62,3 +62,108 @@ def avg_expression(arg: str, total: str, count: str) -> str | None:
     p, s = dec
     return (f"CAST(CAST({total} AS DECIMAL({min(38, p + 10)},{s})) / CAST({count} AS DECIMAL(20,0)) "
             f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")
+
+
+# Integral types as the decimals Spark widens them to when they meet a decimal (DecimalType.forType).
+_INTEGRAL_AS_DECIMAL = {"TINYINT": (3, 0), "BYTE": (3, 0), "SMALLINT": (5, 0), "SHORT": (5, 0), "INT": (10, 0),
+                        "INTEGER": (10, 0), "BIGINT": (20, 0), "LONG": (20, 0)}
+_INTEGRAL_RANK = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_MAX_PRECISION, _MIN_ADJUSTED_SCALE = 38, 6
+
+
+def _bounded(p: int, s: int) -> tuple[int, int]:
+    """DecimalType.adjustPrecisionScale with spark.sql.decimalOperations.allowPrecisionLoss (the default)."""
+    if p <= _MAX_PRECISION:
+        return p, s
+    int_digits = p - s
+    scale = max(_MAX_PRECISION - int_digits, min(s, _MIN_ADJUSTED_SCALE))
+    return _MAX_PRECISION, scale
+
+
+def _decimal_arithmetic(op: type, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Result precision and scale of a decimal operation (Spark's DecimalPrecision rules)."""
+    (p1, s1), (p2, s2) = a, b
+    if op in (exp.Add, exp.Sub):
+        s = max(s1, s2)
+        return _bounded(max(p1 - s1, p2 - s2) + s + 1, s)
+    if op is exp.Mul:
+        return _bounded(p1 + p2 + 1, s1 + s2)
+    s = max(_MIN_ADJUSTED_SCALE, s1 + p2 + 1)  # exp.Div
+    return _bounded(p1 - s1 + s2 + s, s)
+
+
+def _normal(t: str) -> str:
+    t = t.upper().replace(" ", "")
+    return {"INTEGER": "INT", "LONG": "BIGINT", "SHORT": "SMALLINT", "BYTE": "TINYINT"}.get(t, t)
+
+
+def _literal(e: exp.Literal) -> tuple[str, tuple[int, int] | None]:
+    """A numeric literal's type, and the decimal it counts as next to a decimal (Spark picks the minimum precision
+    for integral literals: spark.sql.legacy.literal.pickMinimumPrecision, on by default)."""
+    import decimal
+
+    value = decimal.Decimal(e.this)
+    digits, exponent = len(value.as_tuple().digits), int(value.as_tuple().exponent)
+    if "." not in e.this and "e" not in e.this.lower():
+        kind = "INT" if -(2**31) <= value < 2**31 else "BIGINT" if -(2**63) <= value < 2**63 else None
+        return (kind or "?"), (digits, 0)
+    if "e" in e.this.lower():
+        return "DOUBLE", None
+    scale = max(0, -exponent)
+    return f"DECIMAL({max(digits, scale)},{scale})", (max(digits, scale), scale)
+
+
+def expression_type(e: exp.Expression, types: dict[str, str]) -> str | None:
+    """Spark's result type of a numeric expression over columns of known ``types``: columns, numeric literals,
+    parentheses, unary minus, + - * / and CAST to a numeric type. None for anything else (the caller then does
+    not model the expression), so a wrong guess is never made silently."""
+    typed = _typed(e, types)
+    return typed[0] if typed else None
+
+
+def _typed(e: exp.Expression, types: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
+    """(type, decimal it counts as next to a decimal) of ``e``, or None when not modelled."""
+    if isinstance(e, exp.Paren):
+        return _typed(e.this, types)
+    if isinstance(e, exp.Column):
+        t = types.get(e.name)
+        return _with_decimal(_normal(t)) if t else None
+    if isinstance(e, exp.Literal) and not e.is_string:
+        t, dec = _literal(e)
+        return (t, dec) if t != "?" else None
+    if isinstance(e, exp.Neg):
+        return _typed(e.this, types)
+    if isinstance(e, exp.Cast):
+        return _with_decimal(_normal(e.to.sql(dialect="spark")))
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        left, right = _typed(e.left, types), _typed(e.right, types)
+        if left is None or right is None:
+            return None
+        return _arithmetic(type(e), left, right)
+    return None
+
+
+def _with_decimal(t: str) -> tuple[str, tuple[int, int] | None] | None:
+    if t in _INTEGRAL_RANK:
+        return t, _INTEGRAL_AS_DECIMAL[t]
+    dec = _decimal(t)
+    if dec is not None:
+        return f"DECIMAL({dec[0]},{dec[1]})", dec
+    return (t, None) if t == "DOUBLE" else None
+
+
+def _arithmetic(op: type, left: tuple[str, tuple[int, int] | None],
+                right: tuple[str, tuple[int, int] | None]) -> tuple[str, tuple[int, int] | None] | None:
+    (lt, ld), (rt, rd) = left, right
+    if "DOUBLE" in (lt, rt):
+        return "DOUBLE", None
+    l_dec, r_dec = lt.startswith("DECIMAL"), rt.startswith("DECIMAL")
+    if not l_dec and not r_dec:  # integral with integral
+        if op is exp.Div:
+            return "DOUBLE", None
+        wider = max(lt, rt, key=_INTEGRAL_RANK.index)
+        return wider, _INTEGRAL_AS_DECIMAL[wider]
+    if ld is None or rd is None:
+        return None
+    p, s = _decimal_arithmetic(op, ld, rd)
+    return f"DECIMAL({p},{s})", (p, s)

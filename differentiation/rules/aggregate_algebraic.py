@@ -9,7 +9,7 @@ from sqlglot import exp
 from differentiation.delta_nodes import Delta
 from differentiation.plan import AggCall, Aggregate, Node, Project, Scalar
 from differentiation.rewrite import DeriveContext
-from differentiation.types import avg_expression, column_types, sum_type
+from differentiation.types import avg_expression, column_types, expression_type, sum_type
 
 
 def helper_args(agg: Aggregate) -> tuple[Scalar, ...]:
@@ -18,24 +18,25 @@ def helper_args(agg: Aggregate) -> tuple[Scalar, ...]:
 
 
 def algebraic_ok(agg: Aggregate) -> bool:
-    """COUNT(*), COUNT(x), SUM(x), AVG(x) without DISTINCT, with SUM/AVG argument types we model."""
+    """COUNT(*), COUNT(x), SUM(x), AVG(x) without DISTINCT, where x is a column or an arithmetic expression whose
+    Spark type we can tell (``types.expression_type``) and whose SUM/AVG types we model."""
     types = column_types(agg.child)
     for _, call in agg.aggs:
         if call.distinct or call.func not in ("COUNT", "SUM", "AVG"):
             return False
         if call.func in ("SUM", "AVG"):
             assert call.arg is not None
-            if not isinstance(call.arg.expr, exp.Column):
-                return False
-            t = types.get(call.arg.expr.name, "")
+            t = expression_type(call.arg.expr, types) or ""
             if sum_type(t) is None or avg_expression(t, "s", "n") is None:
                 return False
     return True
 
 
 def arg_type(agg: Aggregate, arg: Scalar) -> str:
-    """The Spark type of a bare-column argument (callers checked `algebraic_ok`)."""
-    return column_types(agg.child)[arg.expr.name]
+    """The Spark type of a SUM/AVG argument (callers checked `algebraic_ok`)."""
+    t = expression_type(arg.expr, column_types(agg.child))
+    assert t is not None, arg.sql
+    return t
 
 
 def with_state_columns(plan: Node) -> Node:
