@@ -196,10 +196,10 @@ def explain_changes(spark: Any, interval: Interval, information: str = "DEFAULT"
 def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
     """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
 
-    Rows of the net-removed files as DELETE, rows of the net-added files as INSERT, unconsolidated: rows copied
-    by copy-on-write appear as a cancelling DELETE/INSERT pair (same id and values). Applying it to the table at
+    Rows of the net-removed files as DELETE, rows of the net-added files as INSERT. Applying it to the table at
     the interval start (as multisets) gives the table at the end. For the differentiation engine, which
-    consolidates where its rules need a minimum delta.
+    consolidates where its rules need a minimum delta. Rows that copy-on-write DML copied unchanged are left out
+    (``_without_copies``).
     """
     plan = plan_changes(spark, interval, "DEFAULT")
     columns = [f.name for f in table_schema(plan.metadata).fields]
@@ -210,6 +210,8 @@ def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
     if plan.shape == "NO_DATA":
         return spark.createDataFrame([], out_schema)
     check_files_retained(spark, plan)
+    if plan.removed is not None and plan.added is not None:
+        return _without_copies(spark, plan, columns)
     parts = []
     for scan, action in ((plan.removed, "DELETE"), (plan.added, "INSERT")):
         if scan is None:
@@ -223,6 +225,37 @@ def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
             )
         )
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFrame:
+    """The redundant delta of an interval that removed and added files (copy-on-write DELETE, UPDATE, MERGE),
+    without the rows those commits copied unchanged.
+
+    Left in, each copy is a cancelling DELETE/INSERT pair that every operator above the change read carries: an
+    0.1% DELETE spread over a table makes its whole contents flow through the derivative's joins twice. Row
+    tracking tells copies apart without comparing rows: a copied row keeps its row commit version, so an added
+    row is new or changed exactly when its version is inside the interval, and a removed row is gone or changed
+    exactly when its id is not among the added rows copied unchanged. The ids of the latter are few; they are
+    found on the id column alone and broadcast, so the removed files' rows are never shuffled.
+    """
+    location, start = plan.interval.location, plan.interval.start_version
+    assert plan.removed is not None and plan.added is not None
+    removed = scan_files(spark, location, plan.metadata, plan.removed)
+    added = scan_files(spark, location, plan.metadata, plan.added)
+    copied_ids = added.where(F.col(RCV) <= start).select(F.col(RID).alias("__copied"))
+    gone_ids = removed.select(F.col(RID).alias("__gone")).join(
+        copied_ids, F.col("__gone") == F.col("__copied"), "left_anti")
+    deletes = removed.join(F.broadcast(gone_ids), F.col(RID) == F.col("__gone"), "left_semi")
+    inserts = added.where(F.col(RCV) > start)
+    return _delta_rows(plan, deletes, "DELETE", columns).unionByName(_delta_rows(plan, inserts, "INSERT", columns))
+
+
+def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:
+    return df.select(
+        *[F.col(f"`{c}`") for c in columns],
+        F.lit(action).alias(DELTA_ACTION),
+        row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
+    )
 
 
 def snapshot(spark: Any, table: str, version: int, *, location: str | None = None) -> DataFrame:

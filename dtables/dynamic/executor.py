@@ -205,6 +205,11 @@ ADAPTIVE_SWITCH = "spark.dtables.incrementalAdaptive"
 def _tune_for_small_changes(session: Session, clone: Any) -> None:
     if session.spark.conf.get(ADAPTIVE_SWITCH, "false").lower() != "true":
         clone.conf.set("spark.sql.adaptive.enabled", "false")
+        # Without AQE, Spark 4.2's union partitioning pass-through (SPARK-52921) builds sort-merge joins whose
+        # sides report different partition counts when Delta's MERGE materializes its source, and planning fails
+        # ("PartitioningCollection requires all of its partitionings have the same numPartitions"; seen on TPC-H
+        # Q18 at SF 1 after RF2).
+        clone.conf.set("spark.sql.unionOutputPartitioning", "false")
 
 
 def _stored_columns(session: Session, d: Definition) -> tuple[str, ...]:
