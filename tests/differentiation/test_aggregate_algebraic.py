@@ -52,15 +52,17 @@ def test_expression_types_are_sparks(spark: Any) -> None:
 
     columns = {"i": "INT", "b": "BIGINT", "s": "SMALLINT", "d": "DECIMAL(15,2)", "e": "DECIMAL(38,10)",
                "x": "DOUBLE"}
+    view = "expression_types_probe"  # a temp view of the shared session: a name no other test's table has
     spark.sql("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns.items())) \
-        .createOrReplaceTempView("typed")
+        .createOrReplaceTempView(view)
     expressions = ["i", "i + b", "s * i", "i / 2", "i - 1", "d * (1 - d)", "d * (1 - d) * (1 + d)", "d / 3",
                    "d / i", "d + 0.05", "e * d", "e / d", "e + 1", "-(d * 2)", "d * x", "b * 100000000000",
                    "CAST(i AS DECIMAL(10, 2)) * d", "CAST(d AS DOUBLE) + 1", "d - s", "1.5 * 2.25"]
     for text in expressions:
         ours = expression_type(sqlglot.parse_one(text, read="spark"), columns)
-        theirs = spark.sql(f"SELECT {text} AS v FROM typed").schema["v"].dataType.simpleString().upper()
+        theirs = spark.sql(f"SELECT {text} AS v FROM {view}").schema["v"].dataType.simpleString().upper()
         assert ours is not None and ours.replace(" ", "") == theirs.replace(" ", ""), (text, ours, theirs)
+    spark.catalog.dropTempView(view)
     for unmodelled in ("CASE WHEN i > 0 THEN d ELSE 0 END", "abs(d)", "i % 2", "'1' + i"):
         assert expression_type(sqlglot.parse_one(unmodelled, read="spark"), columns) is None, unmodelled
 
