@@ -212,18 +212,8 @@ def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
     check_files_retained(spark, plan)
     if plan.removed is not None and plan.added is not None:
         return _without_copies(spark, plan, columns)
-    parts = []
-    for scan, action in ((plan.removed, "DELETE"), (plan.added, "INSERT")):
-        if scan is None:
-            continue
-        df = scan_files(spark, plan.interval.location, plan.metadata, scan)
-        parts.append(
-            df.select(
-                *[F.col(f"`{c}`") for c in columns],
-                F.lit(action).alias(DELTA_ACTION),
-                row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
-            )
-        )
+    parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan), action, columns)
+             for scan, action in ((plan.removed, "DELETE"), (plan.added, "INSERT")) if scan is not None]
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
