@@ -32,6 +32,11 @@ Cost: proportional to the rows of the files the interval touched, not to the row
 copy-on-write a scattered 0.1% update rewrites most files, and the read then scans those files twice (still a
 fraction of the naive way, which shuffles both whole snapshots); clustered changes touch few files and cost little.
 
+The engine's change reads (``redundant_delta``) go further: the rows that DELETE/UPDATE/MERGE removed or replaced
+are read from the change data (``cdc``) files those commits wrote, which carry the row ids, instead of from the
+removed data files, and files a DELETE rewrote from older files are not read (they hold copies only); see
+``shapes._change_data``.
+
 Deletion vectors: dtables creates its tables with ``delta.enableDeletionVectors = false`` (also Delta 4.4's default
 for new tables). With deletion vectors a data file's rows depend on the version, so direct parquet reads would be
 wrong; such intervals fall back to Delta time-travel scans (correct, unpruned).

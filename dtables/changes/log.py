@@ -28,9 +28,9 @@ _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+|\.[0-9a-f-]+)?\
 
 @dataclass(frozen=True)
 class FileAction:
-    """An ``add`` or ``remove`` of a data file, with what change reads need from it."""
+    """An ``add`` or ``remove`` of a data file, or a ``cdc`` change data file, with what change reads need."""
 
-    kind: Literal["add", "remove"]
+    kind: Literal["add", "remove", "cdc"]
     path: str
     data_change: bool
     base_row_id: int | None
@@ -45,7 +45,7 @@ class FileAction:
         return self.path.rsplit("/", 1)[-1]
 
     @staticmethod
-    def from_json(kind: Literal["add", "remove"], body: dict[str, Any]) -> FileAction:
+    def from_json(kind: Literal["add", "remove", "cdc"], body: dict[str, Any]) -> FileAction:
         stats = body.get("stats")
         num_records = None
         if stats:
@@ -118,12 +118,14 @@ class TableMetadata:
 
 @dataclass(frozen=True)
 class Commit:
-    """One committed version: its file actions in log order, and metadata/protocol if the commit changed them."""
+    """One committed version: its file actions in log order, its change data files (``cdc`` actions, which hold
+    every row the commit deleted or updated when present), and metadata/protocol if the commit changed them."""
 
     version: int
     in_commit_timestamp: int | None
     operation: str | None
     files: tuple[FileAction, ...]
+    change_files: tuple[FileAction, ...] = ()
     metadata: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     protocol: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
@@ -191,6 +193,7 @@ class DeltaLog:
                 f"{self.earliest_commit_version} or later, or raise the retention."
             )
         files: list[FileAction] = []
+        change_files: list[FileAction] = []
         metadata = protocol = None
         ict = operation = None
         for line in text.splitlines():
@@ -201,6 +204,8 @@ class DeltaLog:
                 files.append(FileAction.from_json("add", action["add"]))
             elif "remove" in action:
                 files.append(FileAction.from_json("remove", action["remove"]))
+            elif "cdc" in action:
+                change_files.append(FileAction.from_json("cdc", action["cdc"]))
             elif "metaData" in action:
                 metadata = action["metaData"]
             elif "protocol" in action:
@@ -208,7 +213,7 @@ class DeltaLog:
             elif "commitInfo" in action:
                 ict = action["commitInfo"].get("inCommitTimestamp")
                 operation = action["commitInfo"].get("operation")
-        commit = Commit(version, ict, operation, tuple(files), metadata, protocol)
+        commit = Commit(version, ict, operation, tuple(files), tuple(change_files), metadata, protocol)
         self._commits[version] = commit
         return commit
 

@@ -30,6 +30,7 @@ from dtables.changes.shapes import FileScan
 from dtables.changes.storage import join
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
+CHANGE_TYPE = "_change_type"  # the column of Delta's change data files: insert, delete, update_pre/postimage
 
 
 def table_schema(metadata: TableMetadata) -> T.StructType:
@@ -77,20 +78,49 @@ def _scan_direct(
     default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType())
     rcv = F.coalesce(F.col(f"`{mat_rcv}`"), default_rcv) if mat_rcv else default_rcv
 
-    columns = []
-    for f in schema.fields:
-        if f.name in partition_columns:
-            value = _per_file(scan.files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType())
-            columns.append(value.cast(f.dataType).alias(f.name))
-        else:
-            columns.append(F.col(f"`{f.name}`"))
     return raw.select(
-        *columns,
+        *_columns(schema, partition_columns, scan.files),
         row_id.alias(RID),
         rcv.alias(RCV),
         F.col("_metadata.file_name").alias(FILE),
         fresh.alias(FRESH),
     )
+
+
+def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:
+    """Rows of Delta change data (``cdc``) files: table columns, ``__rid``, ``__rcv`` and ``_change_type``.
+
+    Delta writes the deleted rows and update preimages there with their row-tracking id and row commit version
+    materialized; a missing id would make the change set wrong, so it stops the read instead."""
+    schema = table_schema(metadata)
+    mat_rid = metadata.materialized_row_id_column
+    mat_rcv = metadata.materialized_row_commit_version_column
+    assert mat_rid and mat_rcv, "change data rows carry ids only with row tracking"
+    partition_columns = set(metadata.partition_columns)
+    read_fields = [f for f in schema.fields if f.name not in partition_columns]
+    read_fields += [T.StructField(mat_rid, T.LongType(), True), T.StructField(mat_rcv, T.LongType(), True),
+                    T.StructField(CHANGE_TYPE, T.StringType(), True)]
+    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in files])
+    missing = F.raise_error(F.lit(f"a change data file of {location} holds a deleted row without its row id; "
+                                  f"set spark.dtables.changeDataFiles=false to read the data files instead"))
+    return raw.select(
+        *_columns(schema, partition_columns, files),
+        F.coalesce(F.col(f"`{mat_rid}`"), missing).alias(RID),
+        F.coalesce(F.col(f"`{mat_rcv}`"), missing).alias(RCV),
+        F.col(CHANGE_TYPE),
+    )
+
+
+def _columns(schema: T.StructType, partition_columns: set[str], files: tuple[FileAction, ...]) -> list[Column]:
+    """The table's columns of a direct parquet read: partition values come from each file's log action."""
+    columns = []
+    for f in schema.fields:
+        if f.name in partition_columns:
+            value = _per_file(files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType())
+            columns.append(value.cast(f.dataType).alias(f.name))
+        else:
+            columns.append(F.col(f"`{f.name}`"))
+    return columns
 
 
 def _scan_delta(spark: Any, location: str, schema: T.StructType, scan: FileScan) -> DataFrame:

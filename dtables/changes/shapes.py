@@ -81,6 +81,10 @@ class ChangePlan:
     inserted: tuple[FileScan, ...] = ()  # APPEND_ONLY: files first added inside the interval
     removed_at: tuple[tuple[str, int], ...] = ()  # file name -> first commit of the interval that removed it
     commit_timestamps_ms: tuple[tuple[int, int], ...] = ()  # version -> commit timestamp (epoch ms)
+    # The interval's change data files when they hold every row its commits deleted or updated (see
+    # ``_change_data``), else None; and the added files whose rows all predate the interval (DELETE's copies).
+    change_files: tuple[FileAction, ...] | None = None
+    old_rows_only: frozenset[str] = frozenset()
 
     @property
     def stats(self) -> ChangeStats:
@@ -156,6 +160,37 @@ def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: 
     return {p for p in uncertain if unquote(p.rsplit("/", 1)[-1]) in names}
 
 
+def _change_data(
+    log: DeltaLog, interval: Interval, at_start: set[str]
+) -> tuple[tuple[FileAction, ...] | None, frozenset[str]]:
+    """The interval's change data files, if they describe all its deletes and updates, and the paths of files
+    whose rows all predate the interval.
+
+    With Change Data Feed on, Delta's DELETE/UPDATE/MERGE write the rows they delete and the old values of the
+    rows they update (``delete`` / ``update_preimage``) to ``cdc`` files, with the row-tracking id and row commit
+    version materialized; the protocol makes those files, when a commit has them, the record of its changes. So
+    when every commit of the interval that removed data also wrote change data, the rows that were at the start
+    and are gone or changed at the end are exactly the change data rows of those kinds whose row commit version
+    is at most the start (later ones are states the interval itself created), and the removed files need not
+    be read. On the other side, a file holds only rows from before the interval when it was there at the start,
+    or when a DELETE (or a commit that changes no data, like OPTIMIZE) wrote it from such files: its rows are
+    copies, which keep their row commit versions, so it holds no insert and need not be read either.
+    """
+    change_files: list[FileAction] = []
+    complete = True
+    old = set(at_start)
+    for version in range(interval.start_version + 1, interval.end_version + 1):
+        commit = log.commit(version)
+        removes = [a for a in commit.files if a.kind == "remove"]
+        if any(a.data_change for a in removes) and not commit.change_files:
+            complete = False  # e.g. a partition DELETE or an overwrite: its removed files must be read
+        change_files += commit.change_files
+        copies_only = commit.operation == "DELETE" or not any(a.data_change for a in commit.files)
+        if copies_only and removes and all(a.path in old for a in removes):
+            old |= {a.path for a in commit.files if a.kind == "add"}
+    return (tuple(change_files) if complete else None), frozenset(old)
+
+
 def plan_changes(
     spark: Any, interval: Interval, information: str = "DEFAULT", *, force_delta_scan: bool = False
 ) -> ChangePlan:
@@ -216,6 +251,10 @@ def plan_changes(
             added.append(h.last)
     direct_removed = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in removed)
     direct_added = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in added)
+    change_files, old_rows_only = None, frozenset[str]()
+    if direct_removed and direct_added and removed and end_meta.materialized_row_id_column:
+        at_start = {p for p, h in history.items() if h.first.kind == "remove" or p in maybe_present}
+        change_files, old_rows_only = _change_data(log, interval, at_start)
     removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed) if removed else None
     added_scan = FileScan(tuple(added), interval.end_version, direct_added) if added else None
     shape: Shape = (
@@ -232,6 +271,8 @@ def plan_changes(
         removed=removed_scan,
         added=added_scan,
         removed_at=tuple(sorted(removed_at)),
+        change_files=change_files,
+        old_rows_only=old_rows_only,
         **base,  # type: ignore[arg-type]
     )
 
@@ -240,15 +281,14 @@ def check_files_retained(spark: Any, plan: ChangePlan) -> None:
     """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed."""
     storage = Storage(spark, plan.interval.location)
     scans = [s for s in (plan.removed, plan.added, *plan.inserted) if s is not None]
-    for scan in scans:
-        for f in scan.files:
-            if not storage.exists(join(plan.interval.location, unquote(f.path))):
-                raise HistoryNotRetained(
-                    f"changes of {plan.interval}: data file {f.path} that held the table's rows is gone "
-                    f"(VACUUM removed it after its retention period); changes that old can no longer be read. "
-                    f"Read a later interval, a stream this old is stale and must be recreated; keep files longer "
-                    f"with delta.deletedFileRetentionDuration"
-                )
+    for f in [f for scan in scans for f in scan.files] + list(plan.change_files or ()):
+        if not storage.exists(join(plan.interval.location, unquote(f.path))):
+            raise HistoryNotRetained(
+                f"changes of {plan.interval}: data file {f.path} that held the table's rows is gone "
+                f"(VACUUM removed it after its retention period); changes that old can no longer be read. "
+                f"Read a later interval, a stream this old is stale and must be recreated; keep files longer "
+                f"with delta.deletedFileRetentionDuration"
+            )
 
 
 def change_stats(spark: Any, interval: Interval) -> ChangeStats:

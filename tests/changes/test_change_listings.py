@@ -192,15 +192,66 @@ def test_direct_snapshots_equal_delta_time_travel_rows_and_ids(spark: Any, make_
         spark.conf.unset(DIRECT_SNAPSHOTS)
 
 
-def test_redundant_delta_leaves_out_rows_copied_unchanged(spark: Any, people: str) -> None:
-    """Copy-on-write UPDATE/DELETE rewrite whole files; the engine's delta holds only the rows that changed."""
-    from dtables.changes.reader import redundant_delta
+@pytest.mark.parametrize("change_data", ["true", "false"])
+def test_redundant_delta_leaves_out_rows_copied_unchanged(spark: Any, people: str, change_data: str) -> None:
+    """Copy-on-write UPDATE/DELETE rewrite whole files; the engine's delta holds only the rows that changed,
+    whether the deletes come from Delta's change data files or from the removed data files."""
+    from dtables.changes.reader import CHANGE_DATA_FILES, redundant_delta
 
     def rows(start: int, end: int) -> list[tuple]:
         interval = resolve_interval(spark, people, at=Bound.version(start), end=Bound.version(end))
         return sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "name", "__action").collect())
 
-    assert rows(2, 3) == [(1, "Jeff", "DELETE"), (1, "Jeffrey", "INSERT")]  # Donny was copied, not changed
-    assert rows(4, 5) == [(2, "Donny", "DELETE"), (5, "Uli", "DELETE")]
-    assert rows(1, 5) == [(1, "Jeff", "DELETE"), (1, "Jeffrey", "INSERT"), (2, "Donny", "DELETE"),
-                          (3, "Walter", "INSERT"), (4, "Maude", "INSERT")]
+    spark.conf.set(CHANGE_DATA_FILES, change_data)
+    try:
+        assert rows(2, 3) == [(1, "Jeff", "DELETE"), (1, "Jeffrey", "INSERT")]  # Donny was copied, not changed
+        assert rows(4, 5) == [(2, "Donny", "DELETE"), (5, "Uli", "DELETE")]
+        assert rows(1, 5) == [(1, "Jeff", "DELETE"), (1, "Jeffrey", "INSERT"), (2, "Donny", "DELETE"),
+                              (3, "Walter", "INSERT"), (4, "Maude", "INSERT")]
+        assert rows(3, 5) == [(2, "Donny", "DELETE"), (4, "Maud", "DELETE"), (4, "Maude", "INSERT"),
+                              (5, "Uli", "DELETE")]
+    finally:
+        spark.conf.unset(CHANGE_DATA_FILES)
+
+
+def test_change_data_plan_reads_no_data_file_after_a_delete(spark: Any, make_table: Any, run: Any) -> None:
+    """Planned from the log: a DELETE's removed rows come from its change data files and the files it rewrote hold
+    only copies of older rows, so neither side reads a data file; an UPDATE's rewritten files must be read, and
+    so must a DELETE's copies of rows the interval itself inserted."""
+    from dtables.changes.reader import redundant_delta
+
+    table = make_table("id INT, name STRING")
+    one_file = "INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, CAST(id AS STRING) FROM range"
+    run(table, f"{one_file}(10)", "UPDATE {t} SET name = 'x' WHERE id = 1", "DELETE FROM {t} WHERE id = 2",
+        f"{one_file}(10, 12)", "DELETE FROM {t} WHERE id IN (3, 10)")
+
+    def plan(start: int, end: int) -> Any:
+        return plan_changes(spark, resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end)))
+
+    def new_files(start: int, end: int) -> set[str]:
+        p = plan(start, end)
+        assert p.change_files and all(f.path.startswith("_change_data/") for f in p.change_files)
+        assert p.added is not None
+        return {f.path for f in p.added.files} - p.old_rows_only
+
+    assert new_files(2, 3) == set() and new_files(4, 5) == set()  # DELETEs of rows older than the interval
+    assert new_files(1, 2) and new_files(1, 3) and new_files(3, 5)
+    interval = resolve_interval(spark, table, at=Bound.version(3), end=Bound.version(5))
+    got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "name", "__action").collect())
+    assert got == [(3, "3", "DELETE"), (11, "11", "INSERT")]
+
+
+def test_change_data_not_used_when_a_commit_removed_data_without_it(spark: Any, make_table: Any, run: Any) -> None:
+    """A DELETE of whole partitions removes files without writing change data: the removed files are read."""
+    from dtables.changes.reader import redundant_delta
+
+    table = make_table("id INT, grp STRING", partitioned_by="grp")
+    run(table, "INSERT INTO {t} VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'c')", "DELETE FROM {t} WHERE id = 2",
+        "DELETE FROM {t} WHERE grp = 'b'")
+    both = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(3))
+    assert plan_changes(spark, both).change_files is None
+    only_rows = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(2))
+    assert plan_changes(spark, only_rows).change_files is not None
+    for interval, expected in ((both, [(2, "a", "DELETE"), (3, "b", "DELETE")]), (only_rows, [(2, "a", "DELETE")])):
+        got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "grp", "__action").collect())
+        assert got == expected  # partition values of change data rows come from the log

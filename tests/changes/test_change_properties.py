@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from changes_helpers import assert_same_rows
 from dtables.changes.interval import open_log
-from dtables.changes import Bound, read_changes, resolve_interval, snapshot
+from dtables.changes import Bound, read_changes, redundant_delta, resolve_interval, snapshot
 
 keys = st.sampled_from([1, 2, 3])
 values = st.one_of(st.none(), st.sampled_from(["a", "b"]))
@@ -86,6 +86,15 @@ def check_history(spark: Any, make_table: Any, run: Any, history: list[str], cut
             else []
         )
         assert_same_rows(append, expected)
+        # The engine's redundant delta (deletes from Delta's change data files where it can): DELETE rows are
+        # rows of the start, with their ids; applying it gives the end, row id by row id.
+        delta = [(r["k"], r["v"], r["__action"], r["__row_id"]) for r in redundant_delta(spark, interval).collect()]
+        gone = [rid for _, _, action, rid in delta if action == "DELETE"]
+        assert len(gone) == len(set(gone)) and all(before.get(rid) == (k, v) for k, v, a, rid in delta
+                                                   if a == "DELETE"), "DELETE of a row not in the start"
+        new = {rid: (k, v) for k, v, action, rid in delta if action == "INSERT"}
+        assert len(new) + len(gone) == len(delta) and not new.keys() & (before.keys() - set(gone)), "INSERT twice"
+        assert {rid: row for rid, row in before.items() if rid not in gone} | new == after
 
 
 _settings = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
