@@ -9,13 +9,17 @@ net-added files, as at the end). One full outer join on the id classifies every 
 - both sides, values differ  -> UPDATE: DELETE(old) + INSERT(new), ISUPDATE true, same ROW_ID;
 - removed side only          -> DELETE;   added side only -> INSERT (inserted, possibly updated later: one INSERT).
 
-ADDED_ONLY and REMOVED_ONLY skip the join (paper 4.2); NO_DATA returns an empty frame without a Spark job.
+ADDED_ONLY and REMOVED_ONLY skip the join (paper 4.2); NO_DATA returns an empty frame without a Spark job. Where
+the interval's DML wrote change data (``shapes._change_data``), the removed side is read from those files and
+holds only the rows that were deleted or replaced, and added files holding only DELETE's copies are not read.
 
 Commit metadata of a change row. INSERT: ``METADATA$COMMIT_VERSION`` is the row's row-commit version, i.e. the
 commit that produced this row state (its insert or its last update). DELETE of an updated row: the version of its
-INSERT half (the update that replaced it). DELETE of a deleted row: the first commit of the interval that removed
-the data file holding the row at the interval start; with copy-on-write that commit may have rewritten the file
-and kept the row (deleting it only later), so this is the earliest commit that could have deleted it.
+INSERT half (the update that replaced it). DELETE of a deleted row: the commit that deleted it when its row came
+from Delta's change data files (the usual case, see ``_change_data_sides``); otherwise the first commit of the
+interval that removed the data file holding the row at the interval start (with copy-on-write that commit may
+have rewritten the file and kept the row, deleting it only later, so this is the earliest commit that could
+have deleted it).
 ``METADATA$COMMIT_TIMESTAMP`` is that commit's timestamp (Delta's time-travel timestamp of the version).
 
 ROW_ID is ``md5(<Delta table id> ':' <row-tracking id>)``: opaque, stable across updates (Delta preserves the
@@ -169,6 +173,11 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
         assert removed is not None
         return _finish(plan, _side(removed, columns, "DELETE", _removed_at(plan)), columns)
     assert removed is not None and added is not None
+    if plan.change_files is not None and change_data_files(spark):
+        removed, maybe_added = _change_data_sides(spark, plan)
+        if maybe_added is None:
+            return _finish(plan, _side(removed, columns, "DELETE", _removed_at(plan)), columns)
+        added = maybe_added
     return _finish(plan, _minimize(plan, removed, added, columns), columns)
 
 
@@ -243,20 +252,30 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
 
 
 def _from_change_data(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFrame:
-    """``_without_copies`` from Delta's change data files (see ``shapes._change_data``): the deleted rows and
-    update preimages of rows that were there at the start come from the small ``cdc`` files instead of the
-    removed data files, and added files holding only copies of older rows are not read. A 0.1% DELETE spread
-    over a table then reads its deleted rows and nothing else."""
+    """``_without_copies`` from Delta's change data files (``_change_data_sides``)."""
+    removed, added = _change_data_sides(spark, plan)
+    parts = [_delta_rows(plan, removed, "DELETE", columns)]
+    if added is not None:
+        parts.append(_delta_rows(plan, added, "INSERT", columns))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame | None]:
+    """The two sides of an interval that removed and added files, without copies, read where
+    ``shapes._change_data`` allows: the rows of the start that were deleted or replaced, from Delta's change data
+    files (``delete`` and ``update_preimage`` rows whose row commit version is at most the start; later ones are
+    states the interval created), and the rows of the end that are new or changed (row commit version inside
+    the interval) from the added files that can hold any (not DELETE's copies of older rows), or None when no
+    added file can. A 0.1% DELETE spread over a table then reads its deleted rows and nothing else."""
     location, start = plan.interval.location, plan.interval.start_version
     assert plan.change_files is not None and plan.added is not None
     old = scan_change_files(spark, location, plan.metadata, plan.change_files)
-    deletes = old.where(F.col(CHANGE_TYPE).isin("delete", "update_preimage") & (F.col(RCV) <= start))
-    parts = [_delta_rows(plan, deletes, "DELETE", columns)]
+    removed = old.where(F.col(CHANGE_TYPE).isin("delete", "update_preimage") & (F.col(RCV) <= start))
     new_files = tuple(f for f in plan.added.files if f.path not in plan.old_rows_only)
-    if new_files:
-        added = scan_files(spark, location, plan.metadata, FileScan(new_files, plan.added.version, True))
-        parts.append(_delta_rows(plan, added.where(F.col(RCV) > start), "INSERT", columns))
-    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    if not new_files:
+        return removed, None
+    added = scan_files(spark, location, plan.metadata, FileScan(new_files, plan.added.version, True))
+    return removed, added.where(F.col(RCV) > start)
 
 
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:

@@ -88,7 +88,7 @@ def _scan_direct(
 
 
 def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:
-    """Rows of Delta change data (``cdc``) files: table columns, ``__rid``, ``__rcv`` and ``_change_type``.
+    """Rows of Delta change data (``cdc``) files: table columns, ``__rid``, ``__rcv``, ``__file``, ``_change_type``.
 
     Delta writes the deleted rows and update preimages there with their row-tracking id and row commit version
     materialized; a missing id would make the change set wrong, so it stops the read instead."""
@@ -107,6 +107,7 @@ def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files:
         *_columns(schema, partition_columns, files),
         F.coalesce(F.col(f"`{mat_rid}`"), missing).alias(RID),
         F.coalesce(F.col(f"`{mat_rcv}`"), missing).alias(RCV),
+        F.col("_metadata.file_name").alias(FILE),
         F.col(CHANGE_TYPE),
     )
 

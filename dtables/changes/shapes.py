@@ -80,6 +80,7 @@ class ChangePlan:
     added: FileScan | None = None  # read at the interval end: INSERT candidates
     inserted: tuple[FileScan, ...] = ()  # APPEND_ONLY: files first added inside the interval
     removed_at: tuple[tuple[str, int], ...] = ()  # file name -> first commit of the interval that removed it
+    # (for a change data file: the commit that wrote it)
     commit_timestamps_ms: tuple[tuple[int, int], ...] = ()  # version -> commit timestamp (epoch ms)
     # The interval's change data files when they hold every row its commits deleted or updated (see
     # ``_change_data``), else None; and the added files whose rows all predate the interval (DELETE's copies).
@@ -114,6 +115,10 @@ class ChangePlan:
                 lines.append(side("inserted", scan))
         else:
             lines += [side("removed (at start)", self.removed), side("added (at end)", self.added)]
+            if self.change_files is not None and self.added is not None:
+                skipped = sum(f.path in self.old_rows_only for f in self.added.files)
+                lines.append(f"  change data: {len(self.change_files)} file(s) hold the removed side's deleted and "
+                             f"updated rows; {skipped} added file(s) hold only copies of older rows and are skipped")
         return "\n".join(lines)
 
 
@@ -162,9 +167,9 @@ def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: 
 
 def _change_data(
     log: DeltaLog, interval: Interval, at_start: set[str]
-) -> tuple[tuple[FileAction, ...] | None, frozenset[str]]:
-    """The interval's change data files, if they describe all its deletes and updates, and the paths of files
-    whose rows all predate the interval.
+) -> tuple[list[tuple[FileAction, int]] | None, frozenset[str]]:
+    """The interval's change data files with their commit versions, if they describe all its deletes and updates,
+    and the paths of files whose rows all predate the interval.
 
     With Change Data Feed on, Delta's DELETE/UPDATE/MERGE write the rows they delete and the old values of the
     rows they update (``delete`` / ``update_preimage``) to ``cdc`` files, with the row-tracking id and row commit
@@ -176,7 +181,7 @@ def _change_data(
     or when a DELETE (or a commit that changes no data, like OPTIMIZE) wrote it from such files: its rows are
     copies, which keep their row commit versions, so it holds no insert and need not be read either.
     """
-    change_files: list[FileAction] = []
+    change_files: list[tuple[FileAction, int]] = []
     complete = True
     old = set(at_start)
     for version in range(interval.start_version + 1, interval.end_version + 1):
@@ -184,11 +189,11 @@ def _change_data(
         removes = [a for a in commit.files if a.kind == "remove"]
         if any(a.data_change for a in removes) and not commit.change_files:
             complete = False  # e.g. a partition DELETE or an overwrite: its removed files must be read
-        change_files += commit.change_files
+        change_files += [(f, version) for f in commit.change_files]
         copies_only = commit.operation == "DELETE" or not any(a.data_change for a in commit.files)
         if copies_only and removes and all(a.path in old for a in removes):
             old |= {a.path for a in commit.files if a.kind == "add"}
-    return (tuple(change_files) if complete else None), frozenset(old)
+    return (change_files if complete else None), frozenset(old)
 
 
 def plan_changes(
@@ -251,10 +256,15 @@ def plan_changes(
             added.append(h.last)
     direct_removed = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in removed)
     direct_added = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in added)
-    change_files, old_rows_only = None, frozenset[str]()
+    change_files: tuple[FileAction, ...] | None = None
+    old_rows_only = frozenset[str]()
     if direct_removed and direct_added and removed and end_meta.materialized_row_id_column:
         at_start = {p for p, h in history.items() if h.first.kind == "remove" or p in maybe_present}
-        change_files, old_rows_only = _change_data(log, interval, at_start)
+        found, old_rows_only = _change_data(log, interval, at_start)
+        if found is not None:
+            change_files = tuple(f for f, _ in found)
+            # A change data row was deleted (or replaced) by the commit that wrote its file.
+            removed_at += [(unquote(f.file_name), v) for f, v in found]
     removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed) if removed else None
     added_scan = FileScan(tuple(added), interval.end_version, direct_added) if added else None
     shape: Shape = (

@@ -240,6 +240,25 @@ def test_change_data_plan_reads_no_data_file_after_a_delete(spark: Any, make_tab
     got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "name", "__action").collect())
     assert got == [(3, "3", "DELETE"), (11, "11", "INSERT")]
 
+    # CHANGES reads the same way: same minimum delta as from the data files, and a deleted row's commit is the
+    # one that deleted it (from the data files: the first commit that rewrote its file, here the UPDATE).
+    from dtables.changes.reader import CHANGE_DATA_FILES
+
+    def changes(flag: str) -> list[tuple]:
+        spark.conf.set(CHANGE_DATA_FILES, flag)
+        try:
+            df = read_changes(spark, resolve_interval(spark, table, at=Bound.version(1))).df
+            return sorted(tuple(r) for r in df.select("id", "name", "METADATA$ACTION", "METADATA$ISUPDATE",
+                                                      "METADATA$ROW_ID", "METADATA$COMMIT_VERSION").collect())
+        finally:
+            spark.conf.unset(CHANGE_DATA_FILES)
+
+    from_change_data, from_files = changes("true"), changes("false")
+    assert [r[:5] for r in from_change_data] == [r[:5] for r in from_files]
+    assert [(r[0], r[2], r[5]) for r in from_change_data if r[2] == "DELETE"] == [(1, "DELETE", 2), (2, "DELETE", 3),
+                                                                                  (3, "DELETE", 5)]
+    assert [(r[0], r[5]) for r in from_files if r[2] == "DELETE"][1] == (2, 2)
+
 
 def test_change_data_not_used_when_a_commit_removed_data_without_it(spark: Any, make_table: Any, run: Any) -> None:
     """A DELETE of whole partitions removes files without writing change data: the removed files are read."""
