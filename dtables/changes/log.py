@@ -126,6 +126,7 @@ class Commit:
     operation: str | None
     files: tuple[FileAction, ...]
     change_files: tuple[FileAction, ...] = ()
+    engine: str | None = None  # commitInfo.engineInfo, e.g. "Apache-Spark/4.2.0 Delta-Lake/4.4.0"
     metadata: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     protocol: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
@@ -195,7 +196,7 @@ class DeltaLog:
         files: list[FileAction] = []
         change_files: list[FileAction] = []
         metadata = protocol = None
-        ict = operation = None
+        ict = operation = engine = None
         for line in text.splitlines():
             if not line.strip():
                 continue
@@ -213,7 +214,8 @@ class DeltaLog:
             elif "commitInfo" in action:
                 ict = action["commitInfo"].get("inCommitTimestamp")
                 operation = action["commitInfo"].get("operation")
-        commit = Commit(version, ict, operation, tuple(files), tuple(change_files), metadata, protocol)
+                engine = action["commitInfo"].get("engineInfo")
+        commit = Commit(version, ict, operation, tuple(files), tuple(change_files), engine, metadata, protocol)
         self._commits[version] = commit
         return commit
 

@@ -21,13 +21,14 @@ EXPLAIN inspect it without Spark.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from dtables.changes.errors import HistoryNotRetained, InvalidInterval
 from dtables.changes.interval import Interval, open_log
-from dtables.changes.log import DeltaLog, FileAction, TableMetadata
+from dtables.changes.log import Commit, DeltaLog, FileAction, TableMetadata
 from dtables.changes.storage import Storage, join
 
 Shape = Literal["NO_DATA", "ADDED_ONLY", "REMOVED_ONLY", "MINIMIZE"]
@@ -165,6 +166,16 @@ def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: 
     return {p for p in uncertain if unquote(p.rsplit("/", 1)[-1]) in names}
 
 
+_DELTA_SPARK = re.compile(r"\bDelta-Lake/(\d+)\.")
+
+
+def _ids_in_change_data(commit: Commit) -> bool:
+    """Whether the commit's change data rows carry row ids: Delta Spark 4 writes them (checked by the tests);
+    change data of other or older writers is not trusted to, and the data files are read instead."""
+    m = _DELTA_SPARK.search(commit.engine or "")
+    return m is not None and int(m.group(1)) >= 4
+
+
 def _change_data(
     log: DeltaLog, interval: Interval, at_start: set[str]
 ) -> tuple[list[tuple[FileAction, int]] | None, frozenset[str]]:
@@ -187,7 +198,7 @@ def _change_data(
     for version in range(interval.start_version + 1, interval.end_version + 1):
         commit = log.commit(version)
         removes = [a for a in commit.files if a.kind == "remove"]
-        if any(a.data_change for a in removes) and not commit.change_files:
+        if any(a.data_change for a in removes) and not (commit.change_files and _ids_in_change_data(commit)):
             complete = False  # e.g. a partition DELETE or an overwrite: its removed files must be read
         change_files += [(f, version) for f in commit.change_files]
         copies_only = commit.operation == "DELETE" or not any(a.data_change for a in commit.files)

@@ -211,3 +211,16 @@ def test_data_files_vacuumed(spark: Any, make_table: Any, run: Any) -> None:
     interval = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(2))
     with _raises(HistoryNotRetained, table, "VACUUM", "(1, 2]", "recreated"):
         read_changes(spark, interval)
+
+
+@pytest.mark.parametrize("engine, trusted", [
+    ("Apache-Spark/4.2.0 Delta-Lake/4.4.0", True),
+    ("Apache-Spark/3.5.1 Delta-Lake/3.2.0", False),  # older change data is not known to carry row ids
+    ("delta-rs:0.25.0", False),
+    (None, False),
+])
+def test_change_data_trusted_only_from_writers_known_to_store_row_ids(engine: str | None, trusted: bool) -> None:
+    from dtables.changes.log import Commit
+    from dtables.changes.shapes import _ids_in_change_data
+
+    assert _ids_in_change_data(Commit(3, None, "DELETE", (), (), engine)) is trusted
