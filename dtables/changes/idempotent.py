@@ -81,9 +81,14 @@ def logged_commits(spark: Any, location: str, after: int = -1, newest_first: boo
             yield commit
 
 
-def committed(spark: Any, location: str | None, after: int, app: str, seq: int) -> bool:
+def committed(spark: Any, location: str | None, after: int, app: str, seq: int, marker: str | None = None) -> bool:
     """Whether the table at ``location`` has a commit after version ``after`` carrying transaction ``app``/``seq``
-    (or a later version of ``app``)."""
+    (or a later version of ``app``) and, when ``marker`` is given, whose user metadata contains it.
+
+    The marker tells this writer's commit from an older one under the same app and version: Delta skips such a
+    write as already applied without an error, so only the metadata shows whether the rows in the log are ours.
+    """
     if location is None:
         return False
-    return any(c.txns.get(app, -1) >= seq for c in logged_commits(spark, location, after))
+    return any(c.txns.get(app, -1) >= seq and (marker is None or marker in (c.user_metadata or ""))
+               for c in logged_commits(spark, location, after))

@@ -38,6 +38,18 @@ def join(base: str, relative: str) -> str:
     return base.rstrip("/") + "/" + relative
 
 
+def _local_entry(entry: os.DirEntry[str]) -> FileEntry | None:
+    """A listed local file, or None when it is not a file or is gone by the time it is looked at: writers rename
+    their temporary files (Delta's ``.<version>.json.<uuid>.tmp`` and its checksum) while others list the folder,
+    and a vanished name must not fail a reader of the log (it once failed a channel's commit check; issue 16)."""
+    try:
+        if not entry.is_file():
+            return None
+        return FileEntry(entry.name, int(entry.stat().st_mtime * 1000))
+    except FileNotFoundError:
+        return None
+
+
 class Storage:
     """File operations on one table location; ``spark`` is only used for non-local schemes."""
 
@@ -59,11 +71,7 @@ class Storage:
             folder = local_path(uri)
             if not os.path.isdir(folder):
                 return []
-            return [
-                FileEntry(e.name, int(e.stat().st_mtime * 1000))
-                for e in os.scandir(folder)
-                if e.is_file()
-            ]
+            return [entry for e in os.scandir(folder) if (entry := _local_entry(e)) is not None]
         fs, path = self._hadoop(uri)
         if not fs.exists(path):
             return []

@@ -276,6 +276,13 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
             if commit is None:
                 raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
                                         "the Delta log")
+            if commit.metadata.refresh_id != rid:
+                # Delta skips a write whose app and version are already in the log, without an error: the commit
+                # found is another refresh's, and recording it as this one would move the frontier over changes
+                # this refresh never wrote (issue 16).
+                raise DynamicTableError(
+                    f"refresh of dynamic table {name}: sequence {seq} in the Delta log (version {commit.version}) "
+                    f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
             defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
                                   frontier=dict(action.frontier_after), refresh_seq=seq,
                                   initialized_hash=d.definition_hash, source_identities=identities)

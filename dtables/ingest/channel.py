@@ -9,6 +9,13 @@ Before each commit the handle checks that the store still holds its epoch: a reo
 fail with ChannelInvalidatedError and discard what it buffered. The commit itself is a Delta transaction of the
 channel's app id at ``epoch << 32 | n``; if it raised, the log says whether it landed, and a retry with the same
 sequence never applies twice.
+
+A commit attempt is a fixed batch (:class:`_Attempt`): its rows, its token and its sequence. When an attempt fails
+in a way that leaves its fate unknown, it is retried exactly as it was, and rows inserted since wait for the next
+sequence. Delta skips a write whose ``txnAppId``/``txnVersion`` is already in the log without an error, so a retry
+that carried more rows than the attempt that landed would lose the difference while the token advanced (issue 16:
+that is how concurrent channels lost rows). For the same reason a commit found in the log counts as this attempt's
+only if its record (rows, running total, token) is the one this attempt wrote.
 """
 
 from __future__ import annotations
@@ -46,6 +53,18 @@ class FlushPolicy:
     max_bytes: int
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """One commit attempt: the rows and token it carries and the sequence it commits as. Never changed once cut
+    from the buffer: a retry must send the same batch under the same sequence."""
+
+    rows: list[tuple[Any, ...]]
+    size: int
+    oldest: float
+    token: str | None
+    seq: int
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
@@ -77,6 +96,7 @@ class Channel:
         self._oldest: float | None = None  # monotonic time the oldest buffered insert arrived
         self._token: str | None = None
         self._token_pending = False  # an insert set a token that is not committed yet
+        self._attempt: _Attempt | None = None  # a commit that failed with its fate unknown, retried as it was
         self._invalid: str | None = None  # why the handle was invalidated
         self._discarded = 0  # rows dropped by the invalidation
         self._closed = False
@@ -146,6 +166,8 @@ class Channel:
                 return
             except (ChannelInvalidatedError, ChannelClosedError):
                 raise
+            except CommitFailedError:
+                raise  # the handle gave up (see _commit): retrying cannot help
             except Exception as e:  # noqa: BLE001 - retried; the log decides whether it landed
                 if attempt + 1 == _RETRIES:
                     raise CommitFailedError(f"channel {self.name} on {self.table}: commit failed {_RETRIES} times: "
@@ -223,8 +245,9 @@ class Channel:
         with self._lock:
             if self._invalid is None:
                 self._invalid = reason
-                self._discarded += len(self._rows)
+                self._discarded += len(self._rows) + (len(self._attempt.rows) if self._attempt else 0)
             self._rows, self._bytes, self._oldest, self._token_pending = [], 0, None, False
+            self._attempt = None
             self._lock.notify_all()
 
     # -- committing ---------------------------------------------------------------------------------------------
@@ -232,9 +255,14 @@ class Channel:
     def due_in(self, now: float) -> float | None:
         """Seconds until the buffer must be committed (<= 0: now), None when there is nothing to commit."""
         with self._lock:
-            if self._oldest is None or not self._usable_locked():
+            if not self._usable_locked():
                 return None
-            due = 0.0 if self._over_threshold() else self._oldest + self.policy.max_client_lag - now
+            if self._attempt is not None:
+                due = 0.0
+            elif self._oldest is None:
+                return None
+            else:
+                due = 0.0 if self._over_threshold() else self._oldest + self.policy.max_client_lag - now
             return max(due, self._retry_at - now)
 
     def background_commit(self) -> None:
@@ -257,46 +285,54 @@ class Channel:
                 self._retry_at = time.monotonic() + 0.2 * 2 ** self._failures
 
     def _commit_buffer(self) -> None:
+        """Commit a failed attempt again (as it was), then what is buffered; one commit at a time, in order."""
         with self._commit_lock:
-            with self._lock:
-                if self._invalid is not None:
-                    raise self._invalidated_error()
-                if self._closed:
-                    raise ChannelClosedError(f"channel {self.name} on {self.table} is closed")
-                if not self._rows and not self._token_pending:
-                    return
-                rows, size, oldest = self._rows, self._bytes, self._oldest
-                token = self._token if self._token_pending else self._committed_token
-                pending = self._token_pending
-                self._rows, self._bytes, self._oldest, self._token_pending = [], 0, None, False
-            try:
-                self._commit(rows, token)
-            except ChannelInvalidatedError:
-                raise
-            except BaseException:
-                with self._lock:  # back to the front of the buffer, for the retry
-                    if self._invalid is None:
-                        self._rows = rows + self._rows
-                        self._bytes += size
-                        self._oldest = oldest
-                        if pending and not self._token_pending:
-                            self._token, self._token_pending = token, True
-                raise
-            finally:
+            for _ in range(2):
                 with self._lock:
-                    self._lock.notify_all()
+                    if self._invalid is not None:
+                        raise self._invalidated_error()
+                    if self._closed:
+                        raise ChannelClosedError(f"channel {self.name} on {self.table} is closed")
+                    if self._failure is not None:
+                        raise self._failure
+                    retry = self._attempt is not None
+                    attempt = self._attempt or self._cut_attempt()
+                    if attempt is None:
+                        return
+                    self._attempt = attempt
+                try:
+                    self._commit(attempt)
+                finally:
+                    with self._lock:
+                        self._lock.notify_all()
+                with self._lock:
+                    if self._attempt is attempt:
+                        self._attempt = None
+                if not retry:
+                    return
 
-    def _commit(self, rows: list[tuple[Any, ...]], token: str | None) -> None:
-        """One Delta commit of ``rows`` with ``token``, exactly once; the store learns of it afterwards."""
+    def _cut_attempt(self) -> _Attempt | None:
+        """The whole buffer as the next attempt (call with the lock held), None when there is nothing to commit."""
+        if not self._rows and not self._token_pending:
+            return None
+        assert self._oldest is not None or not self._rows
+        attempt = _Attempt(self._rows, self._bytes, self._oldest or time.monotonic(),
+                           self._token if self._token_pending else self._committed_token,
+                           commits.txn_version(self._epoch, self._commits_made + 1))
+        self._rows, self._bytes, self._oldest, self._token_pending = [], 0, None, False
+        return attempt
+
+    def _commit(self, attempt: _Attempt) -> None:
+        """One Delta commit of the attempt's rows and token, exactly once; the store learns of it afterwards."""
         store, spark, target = self._session.store, self._session.spark, self._target
         if cs.current_epoch(store, self.table, self.name) != self._epoch:
             self.invalidate("it was reopened or dropped after this handle opened it")
             raise self._invalidated_error()
-        meta = ChannelCommit(self.table, self.name, self._app, commits.txn_version(self._epoch, self._commits_made + 1),
-                             "ROWS", token, len(rows), self._rows_total + len(rows))
+        meta = ChannelCommit(self.table, self.name, self._app, attempt.seq, "ROWS", attempt.token,
+                             len(attempt.rows), self._rows_total + len(attempt.rows))
         failure: BaseException | None = None
         try:
-            commits.write(spark, target.location, target.schema, rows, meta)
+            commits.write(spark, target.location, target.schema, attempt.rows, meta)
         except Exception as e:  # noqa: BLE001 - the log says whether it landed (e.g. lost a race with a fence)
             failure = e
         found = commits.read_app(spark, target.location, self._app, self._log_version)
@@ -307,12 +343,23 @@ class Channel:
                 self.invalidate("it was reopened or dropped while it was committing")
                 raise self._invalidated_error()
             raise failure or IngestError(f"channel {self.name} on {self.table}: commit {meta.seq} is not in the log")
+        if mine.meta != meta:
+            # Delta skipped this write as already applied, yet the commit of that sequence holds other rows: never
+            # report rows as committed that the log does not hold. The handle stops; the log's token is the truth.
+            with self._lock:
+                self._failure = CommitFailedError(
+                    f"channel {self.name} on {self.table}: the log's commit {meta.seq} (table version {mine.version}) "
+                    f"holds {mine.meta.rows} row(s) up to token {mine.meta.token!r}, not the {meta.rows} row(s) up to "
+                    f"token {meta.token!r} this handle sent; nothing more was committed: reopen the channel and "
+                    "resume from its latest committed offset token")
+                self._lock.notify_all()
+            raise self._failure
         self._commits_made += 1
         self._log_version = mine.version
         self._rows_total = meta.rows_total
-        self._committed_token = token
+        self._committed_token = attempt.token
         recorded = cs.record_commit(store, ChannelState(
-            self.table, self.name, self._app, self._epoch, meta.seq, mine.version, token, mine.committed_at,
+            self.table, self.name, self._app, self._epoch, meta.seq, mine.version, attempt.token, mine.committed_at,
             meta.rows_total, self.on_error, "", ""))
         if not recorded:  # committed, then reopened elsewhere: the reopen adopted this commit from the log
             self.invalidate("it was reopened or dropped after its last commit")

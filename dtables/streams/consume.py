@@ -26,8 +26,10 @@ skips any write it already has for that appId/version), then adopt. Nothing is l
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import itertools
 import json
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -45,6 +47,7 @@ from dtables.streams.errors import StreamConflict, StreamError
 from dtables.streams.frontier import latest_versions
 from dtables.streams.read import SparkScope, stream_changes
 from dtables.streams.retention import track_retention
+from dtables.sql.references import aliased_table, replace_table
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -106,7 +109,7 @@ def substitute(scope: SparkScope, tree: exp.Expression, reads: Mapping[str, Stre
         df.createOrReplaceTempView(view)
         stream_views.add(view)
         alias = table.alias or table.name
-        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        replace_table(table, aliased_table(view, alias))
     for param in list(tree.find_all(exp.Parameter)):  # Snowflake's $ACTION shorthand in stream queries
         key = param.name.upper()
         if key in SHORTHANDS:
@@ -191,8 +194,12 @@ def stream_locks(session: Session, names: Sequence[str]) -> Iterator[None]:
 # -- executing a consumption -----------------------------------------------------------------------------------------
 
 
-def app_id(streams: Sequence[str], index: int) -> str:
-    return f"dtables-stream:{'+'.join(sorted(streams))}#{index}"
+def app_id(streams: Mapping[str, st.Stream], index: int) -> str:
+    """The idempotent-write app of a consumption's ``index``-th statement. It names the streams' incarnations (their
+    creation times): a stream dropped and created again starts its sequence afresh, and under the old app id Delta
+    would skip its first writes as already applied (issue 16)."""
+    incarnation = hashlib.sha256("|".join(f"{n}@{s.created_at}" for n, s in sorted(streams.items())).encode())
+    return f"dtables-stream:{'+'.join(sorted(streams))}#{index}@{incarnation.hexdigest()[:12]}"
 
 
 def _location(session: Session, name: str) -> str | None:
@@ -258,8 +265,8 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
         for i, target in enumerate(targets):
             location = _location(session, target) if target else None
             writes.append({"target": target, "location": location, "after": _latest(session, location),
-                           "app": app_id(stream_names, i)})
-        pending = {"seq": seq, "streams": sorted(stream_names), "frontiers": frontiers,
+                           "app": app_id({n: r.stream for n, r in reads.items()}, i)})
+        pending = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names), "frontiers": frontiers,
                    "initial": sorted(n for n, r in reads.items() if r.stream.show_initial_rows),
                    "statements": [s for s, _ in statements], "writes": writes}
         st.set_pending(session.store, [r.stream for r in reads.values()], pending)
@@ -273,17 +280,30 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
 
 def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expression]],
              pending: Mapping[str, Any], skip_committed: bool) -> None:
-    metadata = json.dumps({"dtables_stream": {"seq": pending["seq"], "frontiers": pending["frontiers"]}},
-                          sort_keys=True)
+    metadata = json.dumps({"dtables_stream": {"seq": pending["seq"], "id": pending.get("id"),
+                                              "frontiers": pending["frontiers"]}}, sort_keys=True)
     for i, (statement, tree) in enumerate(statements):
         write = pending["writes"][i]
-        if skip_committed and committed(session.spark, _location(session, write["target"]) if write["target"]
-                                        else None, write["after"], write["app"], pending["seq"]):
+        if skip_committed and _landed(session, pending, write):
             continue
         _run_on_clone(session, reads, statement, tree, write["app"] if write["target"] else None, pending["seq"],
                       metadata)
+        if write["target"] and not _landed(session, pending, write):
+            raise StreamError(
+                f"the write of {write['target']} is not in its Delta log as this consumption's commit (Delta skipped "
+                f"it: {write['app']} version {pending['seq']} was already applied); the streams did not advance")
         if i + 1 < len(statements):
             faults.crash_point("between_writes")
+
+
+def _landed(session: Session, pending: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
+    """Whether the target's log holds this consumption's commit of ``write`` (matched by the consumption id in its
+    user metadata; pending records written before the id existed match on the app and sequence alone)."""
+    if not write["target"]:
+        return False
+    marker = f'"id": "{pending["id"]}"' if pending.get("id") else None
+    return committed(session.spark, _location(session, write["target"]), write["after"], write["app"],
+                     pending["seq"], marker)
 
 
 def recover(session: Session, name: str) -> st.Stream:
@@ -295,8 +315,7 @@ def recover(session: Session, name: str) -> st.Stream:
         return stream
     from dtables.sql.executor import parse
 
-    done = [committed(session.spark, _location(session, w["target"]) if w["target"] else None, w["after"],
-                      w["app"], pending["seq"]) for w in pending["writes"]]
+    done = [_landed(session, pending, w) for w in pending["writes"]]
     writing = [d for d, w in zip(done, pending["writes"]) if w["target"]]
     streams = [st.require(session.store, n) for n in pending["streams"]]
     expected = {s.name: s.seq for s in streams}

@@ -28,10 +28,12 @@ def _latest(dt: Any, table: str) -> int:
 
 def _written_once_by(dt: Any, table: str, seq: int) -> bool:
     """The table's last commit carries the consumption's idempotent-write id (what crash recovery looks for)."""
+    from dtables.streams import store as st
     from dtables.streams.consume import app_id, committed
 
     location = dt.catalog.lookup(table)["location"]
-    return committed(dt.spark, location, _latest(dt, table) - 1, app_id(["default.s"], 0), seq)
+    stream = st.require(dt.store, "default.s")
+    return committed(dt.spark, location, _latest(dt, table) - 1, app_id({"default.s": stream}, 0), seq)
 
 
 @pytest.fixture
