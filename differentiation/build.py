@@ -77,6 +77,14 @@ class _Builder:
         raise UnsupportedQuery(f"{type(q).__name__} is not supported", type(q).__name__, position_of(q))
 
     def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Node:
+        """A FROM item with the joins hanging on it: sqlglot parses ``(r JOIN s ON ...)`` as a subquery around
+        table ``r`` that carries the join to ``s``, so every item's own joins belong to it, not to the SELECT."""
+        plan = self.relation(src, ctes)
+        for j in src.args.get("joins") or []:
+            plan = self.join(plan, j, ctes)
+        return plan
+
+    def relation(self, src: exp.Expression, ctes: dict[str, Node]) -> Node:
         alias = src.alias_or_name
         if isinstance(src, exp.Table):
             if not src.args.get("db") and src.name in ctes:
@@ -85,6 +93,11 @@ class _Builder:
             if key not in self.schema:
                 raise UnsupportedQuery(f"unknown table {key}", "table", position_of(src))
             return Scan(key, alias, tuple(self.schema[key].items()))
+        if isinstance(src, exp.Subquery) and isinstance(src.this, (exp.Table, exp.Subquery)):
+            if src.alias:  # columns would be named by the alias and the tables inside at once
+                raise UnsupportedQuery("an alias on a parenthesized join is not supported; drop the alias and name "
+                                       "the tables inside", "parenthesized join alias", position_of(src))
+            return self.source(src.this, ctes)
         if isinstance(src, exp.Subquery):
             return _rename(self.query(src.this, ctes), alias)
         raise UnsupportedQuery(f"{type(src).__name__} in FROM is not supported", type(src).__name__, position_of(src))

@@ -64,7 +64,12 @@ def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQu
 
 
 def _is_from_or_join_subquery(sub: exp.Subquery) -> bool:
-    return isinstance(sub.parent, (exp.From, exp.Join))
+    """A derived table: in FROM or JOIN, or first in a parenthesized join, ``((SELECT ...) AS a JOIN b ON ...)``,
+    whose parentheses are a subquery around it."""
+    parent = sub.parent
+    while isinstance(parent, exp.Subquery) and parent.this is sub:
+        sub, parent = parent, parent.parent
+    return isinstance(parent, (exp.From, exp.Join))
 
 
 def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:

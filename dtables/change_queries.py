@@ -21,6 +21,8 @@ from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError
+from dtables.sql.output_names import column_list, name_outputs
+from dtables.sql.references import aliased_table, replace_table
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -125,13 +127,19 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
 
 def view_query(session: Session, name: str) -> exp.Expression:
     """The SELECT of a view, with views it reads expanded inline (views over views)."""
-    from dtables.sql.dialect import parse_one
+    from dtables.sql.dialect import parse_one, to_spark
+    from dtables.sql.references import table_names
 
     obj = session.catalog.lookup(name)
     if obj is None or obj["kind"] != "VIEW":
         raise SqlError(f"{name} is not a view")
     create = parse_one(obj["definition"])
-    return expand_views(session, create.expression)
+    query = expand_views(session, create.expression)
+    # Inlined, the view's SELECT must give its columns the names the view gives them: its column list, and Spark's
+    # names for unnamed expressions (sum(i)), which the query text alone does not carry.
+    session.catalog.ensure_registered(table_names(query))
+    spark_names = session.spark.sql(to_spark(query)).columns  # analysis only, no Spark job
+    return name_outputs(query, spark_names, column_list(create) or spark_names, f"view {name}")
 
 
 def expand_views(session: Session, query: exp.Expression, depth: int = 0) -> exp.Expression:
@@ -143,7 +151,7 @@ def expand_views(session: Session, query: exp.Expression, depth: int = 0) -> exp
             continue
         inner = view_query(session, obj["name"])
         inner = expand_views(session, inner, depth + 1)
-        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(
+        replace_table(table, exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(
             table.alias_or_name))))
     return query
 
@@ -215,7 +223,7 @@ def resolve_changes(session: Session, tree: exp.Expression, statement: str) -> e
         view = f"__dtables_changes_{next(_view_names)}"
         df.createOrReplaceTempView(view)
         alias = table.alias or table.name
-        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        replace_table(table, aliased_table(view, alias))
     return tree
 
 

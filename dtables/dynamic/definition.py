@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.optimizer.qualify_tables import qualify_tables
+from sqlglot.optimizer.scope import traverse_scope
 
-from dtables.catalog import normalize
+from dtables.catalog import DEFAULT_DB, normalize
 from dtables.dynamic.errors import DynamicTableError
 from dtables.sql.dialect import to_spark
 from dtables.state import StateStore
@@ -89,23 +91,27 @@ def qualify_sources(query: exp.Expression) -> tuple[exp.Expression, tuple[str, .
     """The query with every table reference spelled ``db.name`` (aliases kept), and the tables it reads.
 
     Stored queries must not depend on the session's current database, and the refresh swaps each reference for a
-    time-travelled snapshot, so every reference has to be recognizable by its normalized name.
+    time-travelled snapshot, so every reference has to be recognizable by its normalized name. sqlglot's
+    ``qualify_tables`` rewrites the tree as a whole, scope by scope: a CTE keeps shadowing a table of its name, and
+    a parenthesized join (a table node carrying ``joins``) keeps its joins (rebuilding references one by one once
+    dropped every table of ``FROM (r JOIN s ON ...)`` but the first; issue 24).
     """
-    tree = query.copy()
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    tree = qualify_tables(query.copy(), db=DEFAULT_DB, dialect="spark")
     sources: list[str] = []
-    for table in list(tree.find_all(exp.Table)):
-        if not table.name or (not table.db and table.name.lower() in ctes):
-            continue
-        name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    for table in source_tables(tree):
+        name = normalize(f"{table.db}.{table.name}")
         db, short = name.split(".")
-        alias = table.alias or table.name
-        new = exp.Table(this=exp.to_identifier(short), db=exp.to_identifier(db),
-                        alias=exp.TableAlias(this=exp.to_identifier(alias)))
-        table.replace(new)
+        table.set("this", exp.to_identifier(short))
+        table.set("db", exp.to_identifier(db))
         if name not in sources:
             sources.append(name)
     return tree, tuple(sources)
+
+
+def source_tables(tree: exp.Expression) -> list[exp.Table]:
+    """The table nodes of ``tree`` that read a table or view (not a CTE), in scope order."""
+    return [table for scope in traverse_scope(tree) for table in scope.tables
+            if scope.sources.get(table.alias_or_name) is table and table.name]
 
 
 # -- store access ---------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from dtables.catalog import normalize
 from dtables.dynamic.definition import from_iso, now_utc, to_iso
+from dtables.sql.references import aliased_table, replace_table
 from dtables.state import StateStore
 
 if TYPE_CHECKING:
@@ -162,6 +163,5 @@ def point_at_virtual_tables(session: Session, tree: exp.Expression, statement: s
     dataframe(session).createOrReplaceTempView(_VIEW)
     tree = tree.copy()
     for table in [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]:
-        table.replace(exp.Table(this=exp.to_identifier(_VIEW),
-                                alias=exp.TableAlias(this=exp.to_identifier(table.alias or "refresh_history"))))
+        replace_table(table, aliased_table(_VIEW, table.alias or "refresh_history"))
     return tree, to_spark(tree)

@@ -14,6 +14,7 @@ from dtables.changes.sources import IntervalSources
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.frontier import SourceVersion
 from dtables.sql.dialect import parse_one, to_spark
+from dtables.sql.references import aliased_table, replace_table
 
 
 def _visible(df: Any) -> Any:
@@ -38,6 +39,5 @@ class RefreshSources(IntervalSources):
             i = self.intervals[name]
             view = self._view(name, "plain", lambda i=i: _visible(
                 snapshot(self.spark, i.table, i.end_version, location=i.location)))
-            table.replace(exp.Table(this=exp.to_identifier(view.strip("`")),
-                                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
+            replace_table(table, aliased_table(view.strip("`"), table.alias_or_name))
         return to_spark(tree)

@@ -19,6 +19,7 @@ from dtables.dynamic.plan import incremental_support
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import to_spark
+from dtables.sql.output_names import check_unique, column_mapping_properties, name_outputs
 from dtables.sql.dynamic_syntax import (
     AlterDynamicTable,
     CreateDynamicTable,
@@ -102,7 +103,15 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
     session.catalog.ensure_registered(sources)
     visible = hide_state_columns(session, query_tree)  # upstream dynamic tables: their visible columns only
     schema = session.spark.sql(query if visible is None else to_spark(visible)).schema  # analysis, no Spark job
-    comments = _column_comments(name, tree.args.get("columns") or [], [f.name for f in schema.fields])
+    spark_names = [f.name for f in schema.fields]
+    given = tree.args.get("columns") or []
+    names = [c.name for c in given] or spark_names
+    check_unique(f"dynamic table {name}", names)
+    # The stored query carries the final names (the column list's, or Spark's for unnamed expressions such as
+    # sum(i)), so its plan, its refreshes and its table agree on every column.
+    query_tree = name_outputs(query_tree, spark_names, names, f"dynamic table {name}")
+    query = defs.query_sql(query_tree)
+    comments = _column_comments(name, given, names)
     columns = tuple(Column(comments[i][0], f.dataType.simpleString(), comments[i][1])
                     for i, f in enumerate(schema.fields))
     reserved = [c.name for c in columns if c.name.lower().startswith(STATE_PREFIX)]
@@ -122,7 +131,8 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
     cols_sql = ", ".join(
         f"`{c.name}` {c.type}" + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
-    props = ", ".join(f"'{k}' = '{v}'" for k, v in NEW_TABLE_PROPERTIES.items())
+    properties = {**NEW_TABLE_PROPERTIES, **column_mapping_properties([c.name for c in columns])}
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
     session.spark.sql(f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA "
                       f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
@@ -140,12 +150,9 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
 
 
 def _column_comments(name: str, given: list[exp.Expression], names: list[str]) -> list[tuple[str, str | None]]:
-    """Column names (renamed by the optional column list) and comments, in the query's order."""
+    """Column names (renamed by the optional column list, whose length name_outputs checked) and comments."""
     if not given:
         return [(n, None) for n in names]
-    if len(given) != len(names):
-        raise DynamicTableError(f"dynamic table {name}: the column list names {len(given)} columns but the query "
-                                f"returns {len(names)}")
     out: list[tuple[str, str | None]] = []
     for col in given:
         comment = col.find(exp.CommentColumnConstraint)

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from dtables.catalog import normalize
 from dtables.dynamic.definition import STATE_PREFIX
+from dtables.sql.references import replace_table
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -64,6 +65,6 @@ def hide_state_columns(session: Session, tree: exp.Expression) -> exp.Expression
             inner.set("version", table.args["version"].copy())
         select = exp.select(*(exp.column(c.name, quoted=True) for c in d.columns)).from_(inner)
         alias = table.alias or table.name
-        table.replace(exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        replace_table(table, exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias))))
         changed = True
     return tree if changed else None

@@ -24,6 +24,7 @@ from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
+from dtables.sql.output_names import column_mapping_properties, has_unnamed, name_outputs
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement, translate
 from dtables.streams import statements as streams
@@ -222,17 +223,26 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
         new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
     if managed:
         new_props.append("expressions", exp.LocationProperty(this=exp.Literal.string(location)))
+    session.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
     if has_schema:  # registering an existing Delta location keeps its properties; ALTER ... CHANGE_TRACKING turns it on
         given = {p.name for p in new_props.find_all(exp.Property) if isinstance(p.this, exp.Literal)}
-        for key, value in NEW_TABLE_PROPERTIES.items():
+        mapping = _ctas_column_mapping(session, new)
+        for key, value in {**NEW_TABLE_PROPERTIES, **mapping}.items():
             if key not in given:
                 new_props.append("expressions", exp.Property(this=exp.Literal.string(key),
                                                              value=exp.Literal.string(value)))
     new.set("properties", new_props)
-    session.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
     existed = fs.exists(session.spark, location)
     try:
-        result = session.spark.sql(to_spark(new))
+        if new.expression is not None and mapping:
+            # Delta refuses CTAS into a table with change data feed and column mapping (DELTA_BLOCK_COLUMN_MAPPING_
+            # AND_CDC_OPERATION): create the table from the query's schema, then insert its rows.
+            query = new.expression
+            new.set("expression", None)
+            session.spark.sql(to_spark(new))
+            result = session.spark.sql(to_spark(exp.insert(query, _target_table(new).copy())))
+        else:
+            result = session.spark.sql(to_spark(new))
     except Exception:
         if managed and not existed:
             fs.delete(session.spark, location)  # a failed CTAS may leave uncommitted files behind
@@ -241,8 +251,29 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     return result
 
 
+def _ctas_column_mapping(session: Session, create: exp.Create) -> dict[str, str]:
+    """For CTAS of unnamed expressions (``sum(i)``): Delta's column mapping, which Spark's names need, with the
+    query's columns written into ``create`` as its schema (empty when every name is plain)."""
+    query = create.expression
+    if query is None or not has_unnamed(query):
+        return {}
+    schema = session.spark.sql(to_spark(query)).schema  # analysis only
+    mapping = column_mapping_properties([f.name for f in schema.fields])
+    if mapping:
+        create.set("this", exp.Schema(this=_target_table(create).copy(), expressions=[
+            exp.ColumnDef(this=exp.to_identifier(f.name, quoted=True),
+                          kind=exp.DataType.build(f.dataType.simpleString(), dialect="spark"))
+            for f in schema.fields]))
+    return mapping
+
+
 def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
     session.catalog.ensure_registered(table_names(tree.expression))
+    if has_unnamed(tree.expression):  # Spark refuses a view of sum(i) without an alias: name it as Spark shows it
+        tree = tree.copy()
+        spark_names = session.spark.sql(to_spark(tree.expression)).columns  # analysis only
+        tree.set("expression", name_outputs(tree.expression, spark_names, spark_names, "view"))
+        statement = to_spark(tree)
     result = session.spark.sql(statement)
     props = tree.args.get("properties")
     temporary = props is not None and props.find(exp.TemporaryProperty) is not None

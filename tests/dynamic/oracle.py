@@ -10,6 +10,7 @@ from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import ROW_ID_COLUMN
 from dtables.sql.dialect import parse_one, to_spark
+from dtables.sql.references import replace_table
 
 
 def latest_record(dt: Any, name: str) -> history.RefreshRecord:
@@ -38,8 +39,8 @@ def oracle_rows(dt: Any, name: str) -> list[tuple]:
             continue
         obj = dt.catalog.lookup(source)
         version = _version_at(dt, source, d.data_timestamp)
-        table.replace(parse_one(f"SELECT * FROM delta.`{obj['location']}` VERSION AS OF {version} AS "
-                                f"{table.alias_or_name}").find(exp.Table))
+        replace_table(table, parse_one(f"SELECT * FROM delta.`{obj['location']}` VERSION AS OF {version} AS "
+                                       f"{table.alias_or_name}").find(exp.Table))
     return [tuple(r) for r in dt.spark.sql(to_spark(tree)).collect()]
 
 
