@@ -118,8 +118,8 @@ def test_a_commit_of_the_same_sequence_with_other_rows_is_not_taken_as_ours(dt: 
 
 
 def test_concurrent_channels_on_one_table_keep_every_row(dt: Any) -> None:
-    for repetition in range(3):
-        _ingest_concurrently(dt, f"t{repetition}", channels=4, per_channel=3000, batch=250)
+    for repetition in range(2):
+        _ingest_concurrently(dt, f"t{repetition}", channels=4, per_channel=2000, batch=250)
 
 
 @pytest.mark.slow
@@ -157,17 +157,22 @@ def _write_repeatedly(dt: Any, start: int, times: int, errors: list[BaseExceptio
         errors.append(e)
 
 
-@pytest.mark.parametrize("rounds", [pytest.param(4, id="fast"), pytest.param(25, id="long", marks=pytest.mark.slow)])
-def test_concurrent_stream_consumers_take_each_change_once(dt: Any, rounds: int) -> None:
-    dt.sql("CREATE TABLE src (i INT); CREATE TABLE tgt (i INT); CREATE STREAM st ON TABLE src")
+def _two_workers_and_a_writer(dt: Any, worker: Any, rounds: int) -> None:
+    """Two threads running ``worker`` ``rounds`` times while a third writes two rows to ``src`` as often."""
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_consume_repeatedly, args=(dt, rounds, errors)) for _ in range(2)]
+    threads = [threading.Thread(target=worker, args=(dt, rounds, errors)) for _ in range(2)]
     threads.append(threading.Thread(target=_write_repeatedly, args=(dt, 0, rounds, errors)))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("rounds", [pytest.param(4, id="fast"), pytest.param(25, id="long", marks=pytest.mark.slow)])
+def test_concurrent_stream_consumers_take_each_change_once(dt: Any, rounds: int) -> None:
+    dt.sql("CREATE TABLE src (i INT); CREATE TABLE tgt (i INT); CREATE STREAM st ON TABLE src")
+    _two_workers_and_a_writer(dt, _consume_repeatedly, rounds)
     dt.sql("INSERT INTO tgt SELECT i FROM st")  # what the consumers left
     assert_same_rows([tuple(r) for r in dt.sql("SELECT i FROM tgt").collect()], [(i,) for i in range(2 * rounds)])
 
@@ -179,7 +184,10 @@ def _refresh_repeatedly(dt: Any, times: int, errors: list[BaseException]) -> Non
     try:
         for _ in range(times):
             [record] = executor.refresh(dt, ["agg"])
-            assert record.state == "SUCCEEDED", record.error
+            # The other thread may have refreshed to a later data timestamp meanwhile: this one is then CANCELLED
+            # (a refresh never moves a table back in time); anything else must succeed.
+            assert record.state == "SUCCEEDED" or (record.state == "CANCELLED" and "back in time" in record.error), \
+                record.error
     except BaseException as e:  # noqa: BLE001 - reported by the test
         errors.append(e)
 
@@ -191,14 +199,7 @@ QUERY = "SELECT i % 3 AS k, count(*) AS n, sum(i) AS total FROM src GROUP BY i %
 def test_concurrent_refreshes_of_one_table_equal_the_query(dt: Any, rounds: int) -> None:
     dt.sql("CREATE TABLE src (i INT); INSERT INTO src VALUES (100), (101)")
     dt.sql(f"CREATE DYNAMIC TABLE agg TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {QUERY}")
-    errors: list[BaseException] = []
-    threads = [threading.Thread(target=_refresh_repeatedly, args=(dt, rounds, errors)) for _ in range(2)]
-    threads.append(threading.Thread(target=_write_repeatedly, args=(dt, 0, rounds, errors)))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    _two_workers_and_a_writer(dt, _refresh_repeatedly, rounds)
     executor.refresh(dt, ["agg"])
     assert_same_rows([tuple(r) for r in dt.sql("SELECT * FROM agg").collect()],
                      [tuple(r) for r in dt.sql(QUERY).collect()])
