@@ -96,7 +96,7 @@ class Channel:
         self._oldest: float | None = None  # monotonic time the oldest buffered insert arrived
         self._token: str | None = None
         self._token_pending = False  # an insert set a token that is not committed yet
-        self._attempt: _Attempt | None = None  # a commit that failed with its fate unknown, retried as it was
+        self._attempt: _Attempt | None = None  # a failed commit whose fate is unknown, to be retried as it was
         self._invalid: str | None = None  # why the handle was invalidated
         self._discarded = 0  # rows dropped by the invalidation
         self._closed = False
@@ -299,15 +299,19 @@ class Channel:
                     attempt = self._attempt or self._cut_attempt()
                     if attempt is None:
                         return
-                    self._attempt = attempt
+                    self._attempt = None  # in flight: not due for the flusher while this commit runs
                 try:
                     self._commit(attempt)
+                except ChannelInvalidatedError:
+                    raise
+                except BaseException:
+                    with self._lock:  # its fate unknown: kept whole, to be sent again as it was
+                        if self._invalid is None and self._failure is None:
+                            self._attempt = attempt
+                    raise
                 finally:
                     with self._lock:
                         self._lock.notify_all()
-                with self._lock:
-                    if self._attempt is attempt:
-                        self._attempt = None
                 if not retry:
                     return
 
