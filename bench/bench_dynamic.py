@@ -1,83 +1,171 @@
-"""Benchmark: INCREMENTAL vs FULL refresh of one dynamic table (fact JOIN dimension, GROUP BY) after small changes.
+"""Benchmark: INCREMENTAL beside FULL refresh of one dynamic table (a fact joined to a dimension, grouped).
 
-    .venv/bin/python bench/bench_dynamic.py --rows 2000000 --keys 50000
+    .venv/bin/python bench/bench_dynamic.py                       # 10M fact rows, 0.1% changed, 5 rounds per kind
+    .venv/bin/python bench/bench_dynamic.py --rows 1000000 --rounds 3
 
-Two dynamic tables with the same query are created over the same sources, one REFRESH_MODE = INCREMENTAL and one
-REFRESH_MODE = FULL. For each change fraction (0.01%, 0.1%, 1%, 10% of the fact rows: half updated in one clustered
-range, half inserted) both are refreshed to the same data timestamp and timed side by side; the script prints the
-ratio FULL / INCREMENTAL, checks both hold the same rows, and times a NO_DATA refresh.
+The shape of issue 17: a fact of ``--rows`` rows joined to a ``--dims``-row dimension, grouped into ``--groups``
+groups with COUNT / SUM / AVG. Two dynamic tables with the same query read the same sources, one REFRESH_MODE =
+INCREMENTAL and one REFRESH_MODE = FULL. For each change kind (inserts only, updates only, deletes only, mixed, and a
+one-row update) and each round, the change is applied (``--fraction`` of the fact rows, scattered), then both tables
+are refreshed to the same data timestamp, side by side. The script prints, per kind, the median wall seconds of
+each, the ratio FULL / INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the
+refresh history), checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first
+round of every kind warms up and is not counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import dtables
+from dtables.dynamic.definition import now_utc
 
-QUERY = ("SELECT f.k, d.region, count(*) AS n, sum(f.amount) AS total, avg(f.amount) AS mean "
-         "FROM fact f JOIN dims d ON f.dim = d.dim GROUP BY f.k, d.region")
+QUERY = ("SELECT d.region, count(*) AS n, sum(f.amount) AS total, avg(f.amount) AS mean "
+         "FROM fact f JOIN dims d ON f.dim = d.dim GROUP BY d.region")
+KINDS = ("inserts", "updates", "deletes", "mixed", "one-row")
 
 
-def _timed(session: Any, name: str, at: Any) -> tuple[float, Any]:
+@dataclass(frozen=True)
+class Timing:
+    seconds: float
+    action: str
+    write: str | None
+    jobs: int | None
+    job_seconds: float | None
+    driver_seconds: float | None
+    bytes_read: int | None
+
+
+def _refresh(session: Any, name: str, at: Any) -> Timing:
     start = time.perf_counter()
     [record] = session.refresh([name], data_timestamp=at)
-    return time.perf_counter() - start, record
+    seconds = time.perf_counter() - start
+    assert record.state == "SUCCEEDED", record.error
+    return Timing(seconds, record.action, record.write_kind, record.spark_jobs, record.job_seconds,
+                  record.driver_seconds, record.bytes_read)
+
+
+class Workload:
+    """Applies one round of a change kind to the fact table; ids of new rows grow, changed rows are scattered."""
+
+    def __init__(self, session: Any, rows: int, dims: int, fraction: float) -> None:
+        self.session, self.rows, self.dims, self.fraction = session, rows, dims, fraction
+        self.next_id, self.round = rows, 0
+
+    def _insert(self, n: int) -> None:
+        lo, hi = self.next_id, self.next_id + n
+        self.session.sql(f"INSERT INTO fact SELECT id, CAST(id % {self.dims} AS INT), CAST(id % 89 AS DOUBLE) "
+                         f"FROM range({lo}, {hi})")
+        self.next_id = hi
+
+    def _scattered(self, n: int) -> str:
+        """A predicate picking about n existing rows spread over the whole table (every file is touched)."""
+        self.round += 1
+        step = max(1, self.rows // max(1, n))
+        return f"id < {self.rows} AND id % {step} = {self.round % step}"
+
+    def apply(self, kind: str) -> None:
+        n = max(1, int(self.rows * self.fraction))
+        if kind == "inserts":
+            self._insert(n)
+        elif kind == "updates":
+            self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE {self._scattered(n)}")
+        elif kind == "deletes":
+            self.session.sql(f"DELETE FROM fact WHERE {self._scattered(n)}")
+        elif kind == "mixed":
+            self._insert(n // 3)
+            self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE {self._scattered(n // 3)}")
+            self.session.sql(f"DELETE FROM fact WHERE {self._scattered(n // 3)}")
+        elif kind == "one-row":
+            self.round += 1
+            self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE id = {(self.round * 7919) % self.rows}")
+        else:
+            raise ValueError(kind)
+
+
+def _same_rows(session: Any) -> None:
+    a = session.table("agg_inc").drop("__dtables_row_id")
+    b = session.table("agg_full").drop("__dtables_row_id")
+    a = a.select(*b.columns)
+    assert a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty(), "INCREMENTAL and FULL disagree"
+
+
+def _fmt(v: float | None, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _median(values: list[Any]) -> Any:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=2_000_000, help="fact rows")
-    parser.add_argument("--keys", type=int, default=50_000, help="groups of the GROUP BY")
+    parser.add_argument("--rows", type=int, default=10_000_000, help="fact rows")
     parser.add_argument("--dims", type=int, default=1000, help="dimension rows")
-    parser.add_argument("--fractions", default="0.0001,0.001,0.01,0.1")
-    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--groups", type=int, default=50, help="groups of the GROUP BY (regions)")
+    parser.add_argument("--fraction", type=float, default=0.001, help="share of fact rows each round changes")
+    parser.add_argument("--rounds", type=int, default=5, help="counted rounds per kind (after one warm-up)")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE for the dtables session")
     args = parser.parse_args()
 
-    session = dtables.connect(tempfile.mkdtemp(prefix="bench-dynamic-") + "/wh", master=args.master,
-                              spark_conf={"spark.sql.shuffle.partitions": "8"})
-    spark = session.spark
-    spark.sparkContext.setLogLevel("ERROR")
+    conf = {"spark.driver.memory": args.driver_memory, **dict(c.split("=", 1) for c in args.conf)}
+    session = dtables.connect(tempfile.mkdtemp(prefix="bench-dynamic-") + "/wh", master=args.master, spark_conf=conf)
+    session.spark.sparkContext.setLogLevel("ERROR")
     session.sql("CREATE TABLE dims (dim INT, region STRING)")
-    session.sql(f"INSERT INTO dims SELECT CAST(id AS INT), concat('r', CAST(id % 17 AS STRING)) "
+    session.sql(f"INSERT INTO dims SELECT CAST(id AS INT), concat('r', CAST(id % {args.groups} AS STRING)) "
                 f"FROM range({args.dims})")
-    session.sql("CREATE TABLE fact (id BIGINT, k INT, dim INT, amount DOUBLE)")
-    session.sql(f"INSERT INTO fact SELECT id, CAST(id % {args.keys} AS INT), CAST(id % {args.dims} AS INT), "
-                f"CAST(id % 97 AS DOUBLE) FROM range({args.rows})")
-    t0 = time.perf_counter()
+    session.sql("CREATE TABLE fact (id BIGINT, dim INT, amount DOUBLE)")
+    session.sql(f"INSERT INTO fact SELECT id, CAST(id % {args.dims} AS INT), CAST(id % 97 AS DOUBLE) "
+                f"FROM range({args.rows})")
     session.sql(f"CREATE DYNAMIC TABLE agg_inc TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {QUERY}")
-    t1 = time.perf_counter()
     session.sql(f"CREATE DYNAMIC TABLE agg_full TARGET_LAG = '1 hour' REFRESH_MODE = FULL AS {QUERY}")
-    print(f"rows={args.rows:,} keys={args.keys:,} dims={args.dims:,}; initial refresh {t1 - t0:.1f}s")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"commit {commit}; fact {args.rows:,} rows, dims {args.dims:,}, {args.groups} groups, "
+          f"{args.fraction:.2%} changed per round, median of {args.rounds} rounds after a warm-up")
 
-    next_id = args.rows
-    print(f"{'changed':>9} {'rows':>9} {'INCREMENTAL s':>14} {'FULL s':>8} {'FULL/INC':>9}  write")
-    for fraction in (float(f) for f in args.fractions.split(",")):
-        changed = max(2, int(args.rows * fraction))
-        start = (next_id * 7919) % max(1, args.rows - changed)  # a clustered range, different each time
-        session.sql(f"UPDATE fact SET amount = amount + 1 WHERE id >= {start} AND id < {start + changed // 2}")
-        session.sql(f"INSERT INTO fact SELECT id, CAST(id % {args.keys} AS INT), CAST(id % {args.dims} AS INT), "
-                    f"1.0 FROM range({next_id}, {next_id + changed - changed // 2})")
-        next_id += changed
-        at = dtables.dynamic.definition.now_utc()
-        inc_s, inc = _timed(session, "agg_inc", at)
-        full_s, full = _timed(session, "agg_full", at)
-        assert (inc.action, full.action) == ("INCREMENTAL", "FULL"), (inc.action, inc.error, full.action, full.error)
-        a = session.table("agg_inc").drop("__dtables_row_id")
-        b = session.table("agg_full").drop("__dtables_row_id")
-        assert a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty(), "INCREMENTAL and FULL disagree"
-        last = spark.sql(f"DESCRIBE HISTORY delta.`{session.catalog.lookup('agg_inc')['location']}` LIMIT 1").first()
-        print(f"{fraction:>9.2%} {changed:>9,} {inc_s:>14.2f} {full_s:>8.2f} {full_s / inc_s:>9.2f}  "
-              f"{last['operation']}")
-    no_data_s, rec = _timed(session, "agg_inc", dtables.dynamic.definition.now_utc())
-    assert rec.action == "NO_DATA"
-    print(f"NO_DATA refresh: {no_data_s * 1000:.0f} ms ({no_data_s / inc_s:.3f} of the last INCREMENTAL)")
+    work = Workload(session, args.rows, args.dims, args.fraction)
+    header = (f"{'change':<8} | {'INC s':>6} {'jobs':>4} {'in jobs':>7} {'driver':>6} {'MB read':>8} {'write':<8}"
+              f" | {'FULL s':>6} {'jobs':>4} | {'FULL/INC':>8}")
+    print(header)
+    print("-" * len(header))
+    last_inc = None
+    for kind in args.kinds.split(","):
+        inc_runs, full_runs = [], []
+        for i in range(args.rounds + 1):
+            work.apply(kind)
+            at = now_utc()
+            inc, full = _refresh(session, "agg_inc", at), _refresh(session, "agg_full", at)
+            assert (inc.action, full.action) == ("INCREMENTAL", "FULL"), (inc.action, full.action)
+            _same_rows(session)
+            if i:
+                inc_runs.append(inc)
+                full_runs.append(full)
+        last_inc = inc_runs[-1]
+        inc_s, full_s = _median([r.seconds for r in inc_runs]), _median([r.seconds for r in full_runs])
+        mb = _median([r.bytes_read for r in inc_runs])
+        print(f"{kind:<8} | {inc_s:>6.2f} {_fmt(_median([r.jobs for r in inc_runs]), '.0f'):>4} "
+              f"{_fmt(_median([r.job_seconds for r in inc_runs])):>7} "
+              f"{_fmt(_median([r.driver_seconds for r in inc_runs])):>6} "
+              f"{_fmt(mb / 1e6 if mb is not None else None, '.1f'):>8} {inc_runs[-1].write or '-':<8}"
+              f" | {full_s:>6.2f} {_fmt(_median([r.jobs for r in full_runs]), '.0f'):>4} | {full_s / inc_s:>8.2f}")
+    start = time.perf_counter()
+    [record] = session.refresh(["agg_inc"], data_timestamp=now_utc())
+    assert record.action == "NO_DATA"
+    no_data = time.perf_counter() - start
+    print(f"NO_DATA refresh: {no_data * 1000:.0f} ms" + (f" (last INCREMENTAL {last_inc.seconds:.2f} s)"
+                                                        if last_inc else ""))
     session.close()
 
 
 if __name__ == "__main__":
-    import dtables.dynamic.definition  # noqa: F401  (now_utc)
-
     main()

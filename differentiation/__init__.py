@@ -1,16 +1,16 @@
-"""Pure query differentiation (paper 3.2): SQL -> plan IR -> change plan -> Spark SQL. No I/O."""
+"""Pure query differentiation (paper 3.2): SQL -> plan IR -> change plan -> one sqlglot query. No I/O."""
 
 from __future__ import annotations
 
 from differentiation.build import build_plan
 from differentiation.derive import ChangeFormat, ChangeStats, Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
-from differentiation.output import explain, render_changes, render_snapshot
+from differentiation.output import changes_query, explain, snapshot_query
 from differentiation.rules import RULES
 from differentiation.sources import Sources
 from differentiation.support import incremental_reason
 
 __all__ = [
     "RULES", "ChangeFormat", "ChangeStats", "Derivative", "Sources", "UnsupportedQuery", "build_plan",
-    "differentiate", "explain", "incremental_reason", "render_changes", "render_snapshot",
+    "changes_query", "differentiate", "explain", "incremental_reason", "snapshot_query",
 ]

@@ -144,7 +144,7 @@ def _union_branches(u: exp.Expression) -> list[exp.Expression]:
     out: list[exp.Expression] = []
     for side in (u.this, u.expression):
         same = isinstance(side, exp.Union) and side.args.get("distinct") == u.args.get("distinct")
-        out += _union_branches(side) if same and not side.args.get("with") else [side]
+        out += _union_branches(side) if same and not side.args.get("with_") else [side]
     return out
 
 

@@ -217,3 +217,49 @@ class Consolidate(Node):
 
     def label(self) -> str:
         return "Consolidate"
+
+
+@dataclass(frozen=True)
+class Snapshot(Node):
+    """A base table read at one end of the interval: what `At` becomes once pushed into the leaves (`push_at`)."""
+
+    scan: Scan
+    when: str
+
+    def __post_init__(self) -> None:
+        if self.when not in WHENS:
+            raise ValueError(f"a snapshot is taken at one of {WHENS}")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.scan.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return False
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def label(self) -> str:
+        return f"{self.scan.label()} @{'I0' if self.when == 'start' else 'I1'}"
+
+
+@dataclass(frozen=True)
+class StoredState(Node):
+    """The previous result of a maintained aggregate as stored, with its helper columns (`__key<j>`, `__cnt`,
+    `__sum_<i>`, `__nn_<i>`): the caller's `Sources.state()` says where it lives."""
+
+    names: tuple[str, ...]
+
+    def columns(self) -> tuple[str, ...]:
+        return self.names
+
+    @property
+    def is_delta(self) -> bool:
+        return False
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def label(self) -> str:
+        return "Stored state (" + ", ".join(self.names) + ")"

@@ -73,13 +73,14 @@ def differentiate(
     information: ChangeFormat = ChangeFormat.DEFAULT,
     stats: Mapping[str, ChangeStats] | None = None,
     *,
-    state: str | None = None,
+    state: bool = False,
     rules: tuple[tuple[type, Rule], ...] = RULES,
 ) -> Derivative:
     """Δ plan over an interval. `stats` per base table (missing = may have inserts and deletes).
 
-    `state`: relation SQL of the previous result stored with its helper columns (see
-    `render_snapshot(..., with_state_columns=True)`); when the plan is Project(Aggregate) of
+    `state`: the caller stores the previous result with its helper columns (see
+    `snapshot_query(..., with_state_columns=True)`) and its `Sources.state()` names it; when the plan is
+    Project(Aggregate) of
     COUNT/SUM/AVG, the aggregate is maintained algebraically from it (new = old + ΣΔ); otherwise
     it is ignored and the affected-keys rule recomputes touched groups from Q|I0 and Q|I1.
 

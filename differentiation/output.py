@@ -1,4 +1,5 @@
-"""The public SQL outputs: change sets with METADATA$ columns, snapshots with __row_id, explain text."""
+"""The public outputs: change sets with METADATA$ columns and snapshots with __row_id (sqlglot queries), explain
+text."""
 
 from __future__ import annotations
 
@@ -7,45 +8,47 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from differentiation.build import build_plan
+from differentiation.compile import compile_plan
 from differentiation.delta_nodes import At
 from differentiation.derive import ChangeFormat, Derivative, differentiate
 from differentiation.plan import Node
-from differentiation.render import q, render_plan
 from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
 from differentiation.sources import Sources, When
+from differentiation.sql import ACTION, ROW_ID, alias, col
 
 
-def render_changes(d: Derivative, sources: Sources) -> str:
+def changes_query(d: Derivative, sources: Sources) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
     ISUPDATE is computed last, over the minimum delta: true exactly when a DELETE and an INSERT
     share a row id. Shapes without consolidation (ADDED_ONLY, REMOVED_ONLY, NO_DATA) hold one action
     only, so ISUPDATE is false there, as it always is for APPEND_ONLY.
     """
-    body = render_plan(d.plan, sources)
-    cols = ", ".join(q(c) for c in d.columns())
+    compiler, body = compile_plan(d.plan, sources)
     if d.shape == "MINIMIZE" and d.information is ChangeFormat.DEFAULT:
-        is_update = ("(MIN(__action) OVER (PARTITION BY __row_id) <> "
-                     "MAX(__action) OVER (PARTITION BY __row_id))")
+        def over_row_id(fn: type[exp.Func]) -> exp.Window:
+            return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])
+        is_update: exp.Expression = exp.NEQ(this=over_row_id(exp.Min), expression=over_row_id(exp.Max))
     else:
-        is_update = "false"
-    return (f"SELECT {cols}, __action AS `METADATA$ACTION`, {is_update} AS `METADATA$ISUPDATE`, "
-            f"__row_id AS `METADATA$ROW_ID` FROM ({body}) AS changes")
+        is_update = exp.false()
+    select = exp.select(*(col(c) for c in d.columns()), alias(col(ACTION), "METADATA$ACTION"),
+                        alias(is_update, "METADATA$ISUPDATE"), alias(col(ROW_ID), "METADATA$ROW_ID")).from_(body)
+    return compiler.query(select)
 
 
-def render_snapshot(plan: Node, sources: Sources, when: When = "end", *, with_state_columns: bool = False) -> str:
+def snapshot_query(plan: Node, sources: Sources, when: When = "end", *, with_state_columns: bool = False) -> exp.Select:
     """A SELECT of the query's columns and `__row_id` at I0 ("start") or I1 ("end"), ids as in changes.
 
     `with_state_columns` appends the helper columns a stored state needs for the algebraic
     aggregate rule (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`); ValueError if the plan has none.
     """
-    cols = ", ".join(q(c) for c in plan.columns())
+    names = list(plan.columns())
     if with_state_columns:
         full = with_state_columns_of(plan)
-        helpers = [c for c in full.columns() if c not in plan.columns()]
-        cols += ", " + ", ".join(q(c) for c in helpers)
+        names += [c for c in full.columns() if c not in plan.columns()]
         plan = full
-    return f"SELECT {cols}, __row_id FROM ({render_plan(At(plan, when), sources)}) AS snapshot"
+    compiler, body = compile_plan(At(plan, when), sources)
+    return compiler.query(exp.select(*(col(c) for c in names), col(ROW_ID)).from_(body))
 
 
 def explain(query: str | exp.Expression | Node, schema: Mapping[str, Mapping[str, str]] | None = None,

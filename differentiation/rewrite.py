@@ -15,13 +15,13 @@ class DeriveContext:
     """What the rules may know about the interval.
 
     `changed`: base tables that may hold changes (others have Δ = ∅). `append_only`: base change
-    reads keep only fresh inserts. `state`: relation SQL holding the previous result of the *top*
-    aggregate with its helper columns (used by the algebraic aggregate rule), or None.
+    reads keep only fresh inserts. `state`: the caller stores the previous result of the *top*
+    aggregate with its helper columns (`Sources.state()`; used by the algebraic aggregate rule).
     """
 
     changed: frozenset[str]
     append_only: bool = False
-    state: str | None = None
+    state: bool = False
     top: Node | None = None
 
     def has_changes(self, plan: Node) -> bool:

@@ -1,4 +1,4 @@
-"""The caller-implemented access to base tables: snapshots and redundant change reads, as SQL text."""
+"""The caller-implemented access to base tables: snapshots and redundant change reads, as relation names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ When = Literal["start", "end"]
 
 
 class Sources(Protocol):
-    """Where the rendered SQL reads base tables from. Implementations do the I/O; we only embed text."""
+    """Where the rendered SQL reads base tables from. Implementations do the I/O; the compiler only
+    names what they return (a quoted view name)."""
 
     def snapshot(self, table: str, when: When) -> str:
         """A relation with the table's columns plus `__row_id` STRING (unique, stable across updates),
@@ -18,4 +19,12 @@ class Sources(Protocol):
     def changes(self, table: str) -> str:
         """A relation with the table's columns plus `__action` ('INSERT'|'DELETE') and `__row_id`:
         a redundant delta of the table over the interval (may hold cancelling pairs)."""
+        ...
+
+
+class StateSources(Sources, Protocol):
+    """Sources of a caller that also stores the previous result of a maintained aggregate (`StoredState`)."""
+
+    def state(self) -> str:
+        """A relation with the stored helper columns (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`)."""
         ...

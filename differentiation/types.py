@@ -48,20 +48,23 @@ def sum_type(arg: str) -> str | None:
     return f"DECIMAL({min(38, dec[0] + 10)},{dec[1]})" if dec else None
 
 
-def avg_expression(arg: str, total: str, count: str) -> str | None:
-    """SQL for Spark's AVG from a SUM-typed `total` and a non-null `count`, same value and type.
+def avg_expression(arg: str, total: exp.Expression, count: exp.Expression) -> exp.Expression | None:
+    """Spark's AVG from a SUM-typed `total` and a non-null `count`, same value and type.
 
     Mirrors Spark's Average: DOUBLE for integral and floating input; for DECIMAL(p,s) the sum as
     DECIMAL(p+10,s) divided by the count as DECIMAL(20,0), cast to DECIMAL(p+4,s+4).
     """
+    def cast(e: exp.Expression, to: str) -> exp.Expression:
+        return exp.Cast(this=e, to=exp.DataType.build(to, dialect="spark"))
+
     if arg in _INTEGRAL or arg in ("DOUBLE", "FLOAT", "REAL"):
-        return f"CAST({total} AS DOUBLE) / CAST({count} AS DOUBLE)"
+        return exp.Div(this=cast(total, "DOUBLE"), expression=cast(count, "DOUBLE"))
     dec = _decimal(arg)
     if dec is None:
         return None
     p, s = dec
-    return (f"CAST(CAST({total} AS DECIMAL({min(38, p + 10)},{s})) / CAST({count} AS DECIMAL(20,0)) "
-            f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")
+    quotient = exp.Div(this=cast(total, f"DECIMAL({min(38, p + 10)},{s})"), expression=cast(count, "DECIMAL(20,0)"))
+    return cast(quotient, f"DECIMAL({min(38, p + 4)},{min(38, s + 4)})")
 
 
 # Integral types as the decimals Spark widens them to when they meet a decimal (DecimalType.forType).

@@ -185,8 +185,8 @@ def view_changes(session: Session, name: str, bounds: Bounds, information: str =
         derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
-    sql = diff.render_changes(derivative, IntervalSources(session.spark, intervals))
-    return session.spark.sql(sql)
+    query = diff.changes_query(derivative, IntervalSources(session.spark, intervals))
+    return session.spark.sql(query.sql(dialect="spark"))
 
 
 def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from differentiation.delta_nodes import Delta
+from differentiation.delta_nodes import Delta, StoredState
 from differentiation.plan import AggCall, Aggregate, Node, Project, Scalar
 from differentiation.rewrite import DeriveContext
 from differentiation.types import avg_expression, column_types, expression_type, sum_type
@@ -27,7 +27,7 @@ def algebraic_ok(agg: Aggregate) -> bool:
         if call.func in ("SUM", "AVG"):
             assert call.arg is not None
             t = expression_type(call.arg.expr, types) or ""
-            if sum_type(t) is None or avg_expression(t, "s", "n") is None:
+            if sum_type(t) is None or avg_expression(t, exp.column("s"), exp.column("n")) is None:
                 return False
     return True
 
@@ -57,6 +57,15 @@ def with_state_columns(plan: Node) -> Node:
     return plan.copy(child=new_agg, outputs=plan.outputs + passthrough)
 
 
+def stored_state(agg: Aggregate) -> StoredState:
+    """The helper columns a stored state of `agg` holds (as `with_state_columns` adds them)."""
+    names = [f"__key{j}" for j in range(len(agg.keys))] + ["__cnt"]
+    summed = {a.arg for _, a in agg.aggs if a.func in ("SUM", "AVG")}
+    for i, arg in enumerate(helper_args(agg)):
+        names += ([f"__sum_{i}"] if arg in summed else []) + [f"__nn_{i}"]
+    return StoredState(tuple(names))
+
+
 def state_aggregate(plan: Node) -> Aggregate | None:
     """The aggregate whose previous result a stored state holds: plan must be Project(Aggregate)."""
     if isinstance(plan, Project) and isinstance(plan.child, Aggregate) and algebraic_ok(plan.child):
@@ -68,20 +77,20 @@ def state_aggregate(plan: Node) -> Aggregate | None:
 class AlgebraicAggregateDelta(Node):
     """Change set of `agg` computed as DELETE old row + INSERT (old + ΣΔ) row per affected key.
 
-    `state` is relation SQL of the previous result with helper columns (`__key<j>`, `__cnt`,
-    `__sum_<i>`, `__nn_<i>`); it is required: this node is only built when the caller has one.
+    `state` reads the previous result with helper columns (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`); this
+    node is only built when the caller has one.
     """
 
     agg: Aggregate
     delta: Node
-    state: str
+    state: StoredState
 
     def __post_init__(self) -> None:
         if not self.delta.is_delta and not isinstance(self.delta, Delta):
             raise ValueError("the input of an algebraic aggregate delta is a change set")
 
     def children(self) -> tuple[Node, ...]:
-        return (self.delta,)
+        return (self.delta, self.state)
 
     def columns(self) -> tuple[str, ...]:
         return self.agg.columns()
@@ -101,6 +110,6 @@ def derive_aggregate_algebraic(node: Delta, *, ctx: DeriveContext) -> Node | Non
     used instead. Example: Δγ[k](SUM v) with state -> π−(state ⋉ K) + π+(state ⟕ ΣΔ).
     """
     agg = node.child
-    if ctx.state is None or not isinstance(agg, Aggregate) or ctx.top is None or state_aggregate(ctx.top) != agg:
+    if not ctx.state or not isinstance(agg, Aggregate) or ctx.top is None or state_aggregate(ctx.top) != agg:
         return None
-    return AlgebraicAggregateDelta(agg, Delta(agg.child), ctx.state)
+    return AlgebraicAggregateDelta(agg, Delta(agg.child), stored_state(agg))

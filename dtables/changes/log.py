@@ -272,6 +272,12 @@ class DeltaLog:
             )
         return TableMetadata.from_actions(metadata, protocol)
 
+    def size_at(self, version: int) -> int | None:
+        """The table's size in bytes at ``version`` from that version's checksum file, or None without one."""
+        text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
+        size = json.loads(text).get("tableSizeBytes") if text else None
+        return int(size) if size is not None else None
+
     def files_at(self, version: int) -> tuple[FileAction, ...] | None:
         """The data files of the table at ``version`` from that version's checksum file, when it lists them.
 

@@ -14,11 +14,18 @@ and replace in one commit).
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from differentiation import render_changes, render_snapshot
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from differentiation import changes_query, snapshot_query
+from differentiation.sql import alias, cast, col, ident
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.storage import Storage
@@ -27,6 +34,7 @@ from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 
 METADATA_KEY = "dtables_refresh"
+MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
 
 
 @dataclass(frozen=True)
@@ -71,17 +79,12 @@ def configure_idempotent_write(clone: Any, name: str, metadata: CommitMetadata) 
     make_idempotent(clone, f"dtables-refresh:{name}", metadata.sequence, metadata.to_json())
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> str:
-    """Positional mapping of the rendered plan's columns to the table's, cast to the stored types (hidden state
+def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> list[exp.Expression]:
+    """Positional mapping of the compiled plan's columns to the table's, cast to the stored types (hidden state
     columns, typed None, keep the plan's own types)."""
     if len(source_columns) != len(target):
         raise ValueError(f"the query produces {len(source_columns)} columns, the table has {len(target)}")
-    return ", ".join(f"CAST({_q(s)} AS {t.type}) AS {_q(t.name)}" if t.type else f"{_q(s)} AS {_q(t.name)}"
-                     for s, t in zip(source_columns, target))
+    return [alias(cast(col(s), t.type) if t.type else col(s), t.name) for s, t in zip(source_columns, target)]
 
 
 def stored_columns(action: RefreshAction, columns: Sequence[Column]) -> list[Column]:
@@ -97,55 +100,138 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
     assert action.plan is not None
     helpers = action.plan.columns()[len(columns):]
     (clone.read.format("delta").option("versionAsOf", version).load(location)
-     .selectExpr(*(f"{_q(stored_name(h))} AS {_q(h)}" for h in helpers))
+     .select(*(F.col(f"`{stored_name(h)}`").alias(h) for h in helpers))
      .createOrReplaceTempView(STATE_VIEW))
 
 
+def _sql(clone: Any, query: exp.Expression) -> Any:
+    return clone.sql(query.sql(dialect="spark"))
+
+
+def _wrapped(query: exp.Select, *items: exp.Expression) -> exp.Select:
+    """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement."""
+    ctes = query.args.get("with_")
+    inner = query.copy()
+    inner.set("with_", None)
+    outer = exp.select(*items).from_(inner.subquery("q"))
+    if ctes is not None:
+        outer.set("with_", ctes.copy())
+    return outer
+
+
+def merge_statement(location: str, source: str, targets: Sequence[Column]) -> exp.Merge:
+    """MERGE of a consolidated change set (one row per row id, flagged deletes) into the table, matched on the hidden
+    row id: a duplicated row is deleted or updated exactly once."""
+    target = exp.Table(this=ident(location), db=ident("delta"), alias=exp.TableAlias(this=ident("t")))
+    names = [c.name for c in targets]
+    matched_delete = exp.When(matched=True, condition=col("__dt_delete", "s"), then=exp.var("DELETE"))
+    update = exp.When(matched=True, then=exp.Update(expressions=[
+        exp.EQ(this=col(n, "t"), expression=col(n, "s")) for n in names]))
+    insert = exp.When(matched=False, condition=exp.Not(this=col("__dt_delete", "s")), then=exp.Insert(
+        this=exp.Tuple(expressions=[col(n) for n in names] + [col(ROW_ID_COLUMN)]),
+        expression=exp.Tuple(expressions=[col(n, "s") for n in names] + [col("__dt_rid", "s")])))
+    return exp.Merge(this=target, using=exp.Table(this=ident(source), alias=exp.TableAlias(this=ident("s"))),
+                     on=exp.EQ(this=col(ROW_ID_COLUMN, "t"), expression=col("__dt_rid", "s")),
+                     whens=exp.Whens(expressions=[matched_delete, update, insert]))
+
+
 def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSources, query: str,
-          columns: Sequence[Column], state_version: int | None = None) -> None:
+          columns: Sequence[Column], state_version: int | None = None) -> RowCounts | None:
     """Apply ``action`` to the table at ``location`` in one commit (the session must be configured first).
 
     ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
-    state, whose change set is computed from the stored groups)."""
-    target = f"delta.{_q(location)}"
+    state, whose change set is computed from the stored groups). Returns the rows the change set inserted,
+    deleted and updated where Delta's commit metrics cannot tell (a REWRITE replaces every row); else None."""
     if action.write == "OVERWRITE":
         if action.plan is not None:
-            body = render_snapshot(action.plan, sources, "end")
-            select = (f"SELECT {_cast_select(action.plan.columns(), stored_columns(action, columns))}, "
-                      f"__row_id AS {_q(ROW_ID_COLUMN)}")
+            body = snapshot_query(action.plan, sources, "end")
+            df = _sql(clone, _wrapped(body, *_cast_select(action.plan.columns(), stored_columns(action, columns)),
+                                      alias(col("__row_id"), ROW_ID_COLUMN)))
         else:  # no plan (the query cannot be built into one): any unique id will do, FULL overwrites every time
-            body = sources.plain_query(query)
-            df_cols = clone.sql(body).columns
-            select = f"SELECT {_cast_select(df_cols, columns)}, uuid() AS {_q(ROW_ID_COLUMN)}"
-        df = clone.sql(f"{select} FROM ({body}) AS q")
+            plain = clone.sql(sources.plain_query(query))
+            df = plain.select(*(F.col(f"`{s}`").cast(t.type).alias(t.name) if t.type else F.col(f"`{s}`")
+                                for s, t in _positional(plain.columns, columns)),
+                              F.expr("uuid()").alias(ROW_ID_COLUMN))
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location))
-        return
+        return None
     assert action.derivative is not None and action.plan is not None
     targets = stored_columns(action, columns)
     if len(targets) > len(columns):
         if state_version is None:
             raise ValueError("an aggregate maintained from its stored state needs the table version holding it")
         register_state(clone, location, state_version, action, columns)
-    changes = render_changes(action.derivative, sources)
+    changes = changes_query(action.derivative, sources)
     plan_cols = action.plan.columns()
     if action.write == "APPEND":
-        df = clone.sql(f"SELECT {_cast_select(plan_cols, targets)}, `METADATA$ROW_ID` AS {_q(ROW_ID_COLUMN)} "
-                       f"FROM ({changes}) AS c WHERE `METADATA$ACTION` = 'INSERT'")
-        df.write.format("delta").mode("append").save(location)
-        return
+        appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), ROW_ID_COLUMN))
+        appended = appended.where(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("INSERT")))
+        _sql(clone, appended).write.format("delta").mode("append").save(location)
+        return None
     # One row per row id: its INSERT if it has one (new values), else its DELETE (flagged).
-    source = (f"SELECT {_cast_select(plan_cols, targets)}, `METADATA$ROW_ID` AS __dt_rid, "
-              f"`METADATA$ACTION` = 'DELETE' AS __dt_delete FROM (SELECT *, row_number() OVER (PARTITION BY "
-              f"`METADATA$ROW_ID` ORDER BY `METADATA$ACTION` DESC) AS __dt_pick FROM ({changes}) AS c0) AS c "
-              f"WHERE __dt_pick = 1")
-    sets = ", ".join(f"t.{_q(c.name)} = s.{_q(c.name)}" for c in targets)
-    names = ", ".join(_q(c.name) for c in targets)
-    values = ", ".join(f"s.{_q(c.name)}" for c in targets)
-    clone.sql(f"MERGE INTO {target} AS t USING ({source}) AS s ON t.{_q(ROW_ID_COLUMN)} = s.__dt_rid "
-              f"WHEN MATCHED AND s.__dt_delete THEN DELETE "
-              f"WHEN MATCHED THEN UPDATE SET {sets} "
-              f"WHEN NOT MATCHED AND NOT s.__dt_delete THEN INSERT ({names}, {_q(ROW_ID_COLUMN)}) "
-              f"VALUES ({values}, s.__dt_rid)")
+    pick = exp.Window(this=exp.RowNumber(), partition_by=[col("METADATA$ROW_ID")],
+                      order=exp.Order(expressions=[exp.Ordered(this=col("METADATA$ACTION"), desc=True)]))
+    ranked = _wrapped(changes, exp.Star(), alias(pick, "__dt_pick"))
+    source = exp.select(*_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), "__dt_rid"),
+                        alias(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("DELETE")),
+                              "__dt_delete")).from_(ranked.subquery("c")).where(
+        exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
+    if action.write == "REWRITE":
+        return rewrite(clone, location, _sql(clone, source), targets)
+    _sql(clone, source).createOrReplaceTempView(MERGE_SOURCE_VIEW)
+    _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets))
+    return None
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    inserted: int
+    deleted: int
+    updated: int
+
+
+def rewrite(clone: Any, location: str, source: Any, targets: Sequence[Column]) -> RowCounts | None:
+    """The table's new contents in one overwrite: its current rows full-outer-joined with the change set (one row
+    per row id, deletes flagged) on the hidden row id, the change set's values where it has a row, deleted rows
+    left out. For a small table one pass that reads and writes it whole is cheaper than a MERGE's several (find
+    the touched files, then rewrite them). The counts are observed during that pass (no extra Spark job)."""
+    old = clone.read.format("delta").load(location)
+    o, s = old.alias("o"), source.alias("s")
+    joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
+    in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()
+    deleting = F.coalesce(F.col("s.__dt_delete"), F.lit(False))
+    observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
+
+    def count(condition: Any, name: str) -> Any:
+        return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
+
+    joined = joined.observe(observation, count(in_old & in_changes & deleting, "deleted"),
+                            count(in_old & in_changes & ~deleting, "updated"),
+                            count(~in_old & in_changes & ~deleting, "inserted"))
+    names = [c.name for c in targets]
+    rows = joined.where(~deleting).select(
+        *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
+        F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
+    rows.select(*(F.col(f"`{c}`") for c in old.columns)).write.format("delta").mode("overwrite").save(location)
+    metrics = _observed(observation)
+    if metrics is None:
+        return None
+    return RowCounts(int(metrics.get("inserted") or 0), int(metrics.get("deleted") or 0),
+                     int(metrics.get("updated") or 0))
+
+
+def _observed(observation: Any, timeout_s: float = 30.0) -> dict[str, Any] | None:
+    """The observation's metrics, or None if they do not arrive in time (Spark's ``get`` would wait forever)."""
+    found: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: found.update(observation.get or {}), daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    return found or None
+
+
+def _positional(names: Sequence[str], target: Sequence[Column]) -> list[tuple[str, Column]]:
+    if len(names) != len(target):
+        raise ValueError(f"the query produces {len(names)} columns, the table has {len(target)}")
+    return list(zip(names, target))
 
 
 def _metric(metrics: Mapping[str, Any], *keys: str) -> int | None:

@@ -36,9 +36,10 @@ from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_i
 from dtables.dynamic.definition import INCREMENTAL, Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
-from dtables.dynamic.plan import NO_DATA, REINITIALIZE, decide
+from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, decide
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
+from dtables.spark.jobs import SparkWork
 from scheduler.dag import DAG
 
 if TYPE_CHECKING:
@@ -212,12 +213,25 @@ def _tune_for_small_changes(session: Session, clone: Any) -> None:
         clone.conf.set("spark.sql.unionOutputPartitioning", "false")
 
 
-def _stored_columns(session: Session, d: Definition) -> tuple[str, ...]:
-    """The columns the table holds at its last refresh, hidden ones included (from the log: no Spark job)."""
+def _stored(session: Session, d: Definition) -> tuple[tuple[str, ...], int | None]:
+    """The columns the table holds at its last refresh, hidden ones included, and its size in bytes then (from the
+    log: no Spark job)."""
     if d.data_version is None:
-        return ()
+        return (), None
     log = DeltaLog(session.spark, _location(session, d.name), d.name)
-    return tuple(f["name"] for f in json.loads(log.metadata_at(d.data_version).schema_json)["fields"])
+    columns = tuple(f["name"] for f in json.loads(log.metadata_at(d.data_version).schema_json)["fields"])
+    return columns, log.size_at(d.data_version)
+
+
+REWRITE_SWITCH = "spark.dtables.refresh.rewriteMaxBytes"
+
+
+def _rewrite_max_bytes(session: Session) -> int:
+    value = session.spark.conf.get(REWRITE_SWITCH, None)
+    try:
+        return int(value) if value is not None else REWRITE_MAX_BYTES
+    except ValueError:
+        raise DynamicTableError(f"{REWRITE_SWITCH} must be a number of bytes, not {value!r}") from None
 
 
 def _error_text(name: str, error: BaseException) -> str:
@@ -241,60 +255,75 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
     store, name = session.store, d.name
     rid = history.new_refresh_id()
     history.start(store, name, rid, trigger, at, d.frontier)
+    work = SparkWork(session.spark, f"refresh {name}")
     try:
-        sources = {s: resolve_source(session, name, s, at) for s in d.sources}
-        action = decide(d, sources, _stats(session, d, sources), at, _stored_columns(session, d))
-        history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after)
-        identities = {n: s.identity for n, s in sources.items()}
-        if action.action == NO_DATA:
-            defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
-                                  frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
-                                  initialized_hash=d.initialized_hash, source_identities=identities)
-            history.update(store, rid, state=history.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
-                           rows_deleted=0, rows_updated=0)
-        else:
-            clone = session.spark.newSession()
-            if action.action == INCREMENTAL:
-                _tune_for_small_changes(session, clone)
-            refresh_sources = RefreshSources(clone, d.frontier, sources)
-            columns = d.columns
-            if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
-                columns = _output_columns(clone, refresh_sources, d)
-                if columns != d.columns:
-                    defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
-                    d = defs.require(store, name)
-            seq = d.refresh_seq + 1
-            meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
-                                  identities)
-            configure_idempotent_write(clone, name, meta)
-            history.update(store, rid, sequence=seq)
-            location = _location(session, name)
-            _fault("before_write")
-            write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
-            _fault("after_write")
-            commit = committed_refresh(session.spark, location, min_sequence=seq)
-            if commit is None:
-                raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
-                                        "the Delta log")
-            if commit.metadata.refresh_id != rid:
-                # Delta skips a write whose app and version are already in the log, without an error: the commit
-                # found is another refresh's, and recording it as this one would move the frontier over changes
-                # this refresh never wrote (issue 16).
-                raise DynamicTableError(
-                    f"refresh of dynamic table {name}: sequence {seq} in the Delta log (version {commit.version}) "
-                    f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
-            defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
-                                  frontier=dict(action.frontier_after), refresh_seq=seq,
-                                  initialized_hash=d.definition_hash, source_identities=identities)
-            _fault("after_store")
-            history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
-                           rows_inserted=commit.rows_inserted, rows_deleted=commit.rows_deleted,
-                           rows_updated=commit.rows_updated)
+        with work:
+            _refresh_once(session, d, at, rid)
     except Exception as e:  # noqa: BLE001 - every failure is recorded; the table keeps its last good contents
         history.update(store, rid, state=history.FAILED, error=_error_text(name, e))
+    cost = work.cost
+    history.update(store, rid, spark_jobs=cost.jobs, job_seconds=cost.job_seconds,
+                   driver_seconds=cost.driver_seconds, bytes_read=cost.bytes_read, records_read=cost.records_read)
     record = history.get(store, rid)
     assert record is not None
     return record
+
+
+def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) -> None:
+    """Decide and apply one refresh of ``d`` to ``at``, recording it under ``rid`` (raises on failure)."""
+    store, name = session.store, d.name
+    sources = {s: resolve_source(session, name, s, at) for s in d.sources}
+    stored_columns, target_bytes = _stored(session, d)
+    action = decide(d, sources, _stats(session, d, sources), at, stored_columns, target_bytes,
+                    _rewrite_max_bytes(session))
+    history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after,
+                   write_kind=action.write)
+    identities = {n: s.identity for n, s in sources.items()}
+    if action.action == NO_DATA:
+        defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
+                              frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
+                              initialized_hash=d.initialized_hash, source_identities=identities)
+        history.update(store, rid, state=history.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
+                       rows_deleted=0, rows_updated=0)
+    else:
+        clone = session.spark.newSession()
+        if action.action == INCREMENTAL:
+            _tune_for_small_changes(session, clone)
+        refresh_sources = RefreshSources(clone, d.frontier, sources)
+        columns = d.columns
+        if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
+            columns = _output_columns(clone, refresh_sources, d)
+            if columns != d.columns:
+                defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
+                d = defs.require(store, name)
+        seq = d.refresh_seq + 1
+        meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
+                              identities)
+        configure_idempotent_write(clone, name, meta)
+        history.update(store, rid, sequence=seq)
+        location = _location(session, name)
+        _fault("before_write")
+        counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
+        _fault("after_write")
+        commit = committed_refresh(session.spark, location, min_sequence=seq)
+        if commit is None:
+            raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
+                                    "the Delta log")
+        if commit.metadata.refresh_id != rid:
+            # Delta skips a write whose app and version are already in the log, without an error: the commit
+            # found is another refresh's, and recording it as this one would move the frontier over changes
+            # this refresh never wrote (issue 16).
+            raise DynamicTableError(
+                f"refresh of dynamic table {name}: sequence {seq} in the Delta log (version {commit.version}) "
+                f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
+        defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
+                              frontier=dict(action.frontier_after), refresh_seq=seq,
+                              initialized_hash=d.definition_hash, source_identities=identities)
+        _fault("after_store")
+        rows = ((counts.inserted, counts.deleted, counts.updated) if counts is not None else
+                (commit.rows_inserted, commit.rows_deleted, commit.rows_updated))
+        history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
+                       rows_inserted=rows[0], rows_deleted=rows[1], rows_updated=rows[2])
 
 
 class DynamicTableRefresher:

@@ -35,7 +35,9 @@ COLUMNS = (
     ("action", "string"), ("reason", "string"), ("data_timestamp", "timestamp"), ("frontier_before", "string"),
     ("frontier_after", "string"), ("rows_inserted", "bigint"), ("rows_deleted", "bigint"),
     ("rows_updated", "bigint"), ("target_version", "bigint"), ("started_at", "timestamp"),
-    ("ended_at", "timestamp"), ("state", "string"), ("error", "string"),
+    ("ended_at", "timestamp"), ("state", "string"), ("error", "string"), ("write_kind", "string"),
+    ("spark_jobs", "bigint"), ("job_seconds", "double"), ("driver_seconds", "double"), ("bytes_read", "bigint"),
+    ("records_read", "bigint"),
 )
 
 
@@ -60,6 +62,12 @@ class RefreshRecord:
     ended_at: dt.datetime | None
     state: str
     error: str | None
+    write_kind: str | None = None  # how the new contents were written (see dynamic.plan.WRITES)
+    spark_jobs: int | None = None  # where the refresh spent its time (dtables.spark.jobs.WorkCost)
+    job_seconds: float | None = None
+    driver_seconds: float | None = None
+    bytes_read: int | None = None
+    records_read: int | None = None
 
 
 def new_refresh_id() -> str:
@@ -99,7 +107,9 @@ def _record(row: Any) -> RefreshRecord:
         frontier_after=json.loads(r["frontier_after"]) if r["frontier_after"] else None,
         rows_inserted=r["rows_inserted"], rows_deleted=r["rows_deleted"], rows_updated=r["rows_updated"],
         target_version=r["target_version"], started_at=from_iso(r["started_at"]),  # type: ignore[arg-type]
-        ended_at=from_iso(r["ended_at"]), state=r["state"], error=r["error"])
+        ended_at=from_iso(r["ended_at"]), state=r["state"], error=r["error"], write_kind=r.get("write_kind"),
+        spark_jobs=r.get("spark_jobs"), job_seconds=r.get("job_seconds"), driver_seconds=r.get("driver_seconds"),
+        bytes_read=r.get("bytes_read"), records_read=r.get("records_read"))
 
 
 def records(store: StateStore, name: str | None = None, since: dt.datetime | None = None,
@@ -143,7 +153,8 @@ def dataframe(session: Session, name: str | None = None, since: dt.datetime | No
     """The history as a Spark DataFrame (columns ``COLUMNS``), oldest first."""
     from pyspark.sql import types as T
 
-    types = {"string": T.StringType(), "bigint": T.LongType(), "timestamp": T.TimestampType()}
+    types = {"string": T.StringType(), "bigint": T.LongType(), "timestamp": T.TimestampType(),
+             "double": T.DoubleType()}
     schema = T.StructType([T.StructField(c, types[t], True) for c, t in COLUMNS])
     rows = []
     for r in records(session.store, name, since):

@@ -20,8 +20,12 @@ from dtables.dynamic.frontier import SourceVersion
 
 NO_DATA, REINITIALIZE = "NO_DATA", "REINITIALIZE"
 ACTIONS = (NO_DATA, INCREMENTAL, FULL, REINITIALIZE)
-# How the new contents are written: nothing, a plain append of inserts, a MERGE on the row id, an overwrite.
-WRITES = ("NONE", "APPEND", "MERGE", "OVERWRITE")
+# How the new contents are written: nothing, a plain append of inserts, a MERGE on the row id, one overwrite of
+# the old contents patched with the change set (small tables), an overwrite with the recomputed query.
+WRITES = ("NONE", "APPEND", "MERGE", "REWRITE", "OVERWRITE")
+# Tables up to this size (bytes of their Delta files) take their incremental changes as a REWRITE: reading and
+# writing a few megabytes costs less than the passes of a MERGE (`spark.dtables.refresh.rewriteMaxBytes`).
+REWRITE_MAX_BYTES = 32 * 1024 * 1024
 # The temp view holding the table's stored aggregate state at its last refresh (see ``maintained_plan``); the
 # refresh registers it in its own Spark session before running the change plan.
 STATE_VIEW = "__dt_state"
@@ -72,12 +76,14 @@ def maintained_plan(plan: Node | None, refresh_mode: str) -> Node | None:
 
 
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
-           data_timestamp: dt.datetime, stored_columns: Collection[str] = ()) -> RefreshAction:
+           data_timestamp: dt.datetime, stored_columns: Collection[str] = (), target_bytes: int | None = None,
+           rewrite_max_bytes: int = REWRITE_MAX_BYTES) -> RefreshAction:
     """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
 
     ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
     without an entry is unchanged); ``stored_columns`` are the columns the table holds now (hidden ones included),
-    so a table lacking the aggregate state its plan maintains is reinitialized rather than patched. Raises
+    so a table lacking the aggregate state its plan maintains is reinitialized rather than patched;
+    ``target_bytes`` is the table's size now (None: unknown), which chooses between a MERGE and a REWRITE. Raises
     DynamicTableError when an INCREMENTAL table's query can no longer be differentiated (its sources' schemas
     changed under it).
     """
@@ -128,8 +134,13 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     assert plan is not None and full_plan is not None
     all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
     has_state = full_plan is not plan
-    derivative = differentiate(full_plan, stats=all_stats, state=f"`{STATE_VIEW}`" if has_state else None)
-    write = "APPEND" if derivative.shape == "ADDED_ONLY" and not has_state else "MERGE"
+    derivative = differentiate(full_plan, stats=all_stats, state=has_state)
+    if derivative.shape == "ADDED_ONLY" and not has_state:
+        write = "APPEND"
+    elif target_bytes is not None and target_bytes <= rewrite_max_bytes:
+        write = "REWRITE"
+    else:
+        write = "MERGE"
     how = "; aggregate groups updated from their stored state" if has_state else ""
     return action(INCREMENTAL, f"changed: {what}{how}", write, shape=derivative.shape, plan=full_plan,
                   derivative=derivative)

@@ -13,6 +13,7 @@ from dtables.changes import Interval, snapshot
 from dtables.changes.sources import IntervalSources
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.frontier import SourceVersion
+from dtables.dynamic.plan import STATE_VIEW
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.references import aliased_table, replace_table
 
@@ -28,6 +29,10 @@ class RefreshSources(IntervalSources):
     def __init__(self, spark: Any, before: Mapping[str, int], after: Mapping[str, SourceVersion]):
         super().__init__(spark, {n: Interval(n, before.get(n, s.version), s.version, s.location)
                                  for n, s in after.items()})
+
+    def state(self) -> str:
+        """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""
+        return f"`{STATE_VIEW}`"
 
     def plain_query(self, query: str) -> str:
         """``query`` with each source replaced by its snapshot at the new frontier (for queries without a plan)."""

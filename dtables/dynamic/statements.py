@@ -208,7 +208,18 @@ def alter(session: Session, tree: exp.Expression, statement: str) -> Any:
 SHOW_COLUMNS = ("name string, target_lag string, refresh_mode string, refresh_mode_reason string, "
                 "requested_refresh_mode string, initialize string, scheduling_state string, data_timestamp string, "
                 "last_refresh_action string, last_refresh_state string, last_refresh_at string, "
-                "comment string, created_on string, text string")
+                "comment string, created_on string, text string, last_refresh_write string, "
+                "last_refresh_seconds double, last_refresh_spark_jobs bigint, last_refresh_job_seconds double, "
+                "last_refresh_driver_seconds double, last_refresh_bytes_read bigint")
+
+
+def _cost(record: history.RefreshRecord | None) -> tuple[Any, ...]:
+    """Where the last refresh spent its time (the SHOW columns after ``text``)."""
+    if record is None:
+        return (None,) * 6
+    seconds = (record.ended_at - record.started_at).total_seconds() if record.ended_at else None
+    return (record.write_kind, seconds, record.spark_jobs, record.job_seconds, record.driver_seconds,
+            record.bytes_read)
 
 
 def show(session: Session, tree: exp.Expression, statement: str) -> Any:
@@ -224,7 +235,8 @@ def show(session: Session, tree: exp.Expression, statement: str) -> Any:
         latest = final[-1] if final else None
         rows.append((d.name, d.target_lag, d.refresh_mode_chosen, d.refresh_mode_reason, d.refresh_mode,
                      d.initialize, d.state, to_iso(d.data_timestamp), latest and latest.action,
-                     latest and latest.state, latest and to_iso(latest.ended_at), d.comment, d.created_at, d.query))
+                     latest and latest.state, latest and to_iso(latest.ended_at), d.comment, d.created_at, d.query,
+                     *_cost(latest)))
     return session.spark.createDataFrame(rows, SHOW_COLUMNS)
 
 

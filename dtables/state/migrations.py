@@ -107,4 +107,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (table_name, name)
     );
     """,
+    # 6: where each refresh spent its time: how it wrote, Spark jobs, seconds inside them and on the driver, input.
+    """
+    ALTER TABLE refresh_history ADD COLUMN write_kind TEXT;       -- NONE | APPEND | MERGE | REWRITE | OVERWRITE
+    ALTER TABLE refresh_history ADD COLUMN spark_jobs INTEGER;
+    ALTER TABLE refresh_history ADD COLUMN job_seconds REAL;      -- union of the jobs' run times
+    ALTER TABLE refresh_history ADD COLUMN driver_seconds REAL;   -- wall time outside any Spark job
+    ALTER TABLE refresh_history ADD COLUMN bytes_read INTEGER;    -- input bytes of the jobs' stages
+    ALTER TABLE refresh_history ADD COLUMN records_read INTEGER;
+    """,
 )

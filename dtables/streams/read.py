@@ -116,11 +116,9 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]
     sources = IntervalSources(scope.spark, spans)
     if stream.show_initial_rows and stream.mode == "DEFAULT":
-        body = diff.render_snapshot(plan, sources, "end")
-        cols = ", ".join(f"`{c}`" for c in plan.columns())
-        return scope.spark.sql(
-            f"SELECT {cols}, 'INSERT' AS `{ch.ACTION}`, false AS `{ch.ISUPDATE}`, __row_id AS `{ch.ROW_ID}` "
-            f"FROM ({body}) AS s")
+        snap = scope.spark.sql(diff.snapshot_query(plan, sources, "end").sql(dialect="spark"))
+        return snap.select(*(F.col(f"`{c}`") for c in plan.columns()), F.lit("INSERT").alias(ch.ACTION),
+                           F.lit(False).alias(ch.ISUPDATE), F.col("__row_id").alias(ch.ROW_ID))
     if stream.show_initial_rows:
         raise StreamError(f"stream {stream.name}: SHOW_INITIAL_ROWS with APPEND_ONLY is supported on tables only")
     stats = {}
@@ -131,7 +129,7 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
         derivative = diff.differentiate(plan, diff.ChangeFormat[stream.mode], stats)
     except diff.UnsupportedQuery as e:
         raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from None
-    return scope.spark.sql(diff.render_changes(derivative, sources))
+    return scope.spark.sql(diff.changes_query(derivative, sources).sql(dialect="spark"))
 
 
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:

@@ -17,7 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from differentiation import (
-    ChangeFormat, ChangeStats, build_plan, differentiate, render_changes, render_snapshot,
+    ChangeFormat, ChangeStats, build_plan, changes_query, differentiate, snapshot_query,
 )
 
 _counter = itertools.count()
@@ -58,12 +58,17 @@ class ViewSources:
 
     def __init__(self, views: Mapping[str, Mapping[str, str]]) -> None:
         self.views = views
+        self.state_view: str | None = None
 
     def snapshot(self, table: str, when: str) -> str:
         return f"`{self.views[table][when]}`"
 
     def changes(self, table: str) -> str:
         return f"`{self.views[table]['changes']}`"
+
+    def state(self) -> str:
+        assert self.state_view is not None, "no stored state registered"
+        return f"`{self.state_view}`"
 
 
 @dataclass
@@ -124,15 +129,17 @@ class TableSet:
     def changes(self, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
                 use_stats: bool = True, use_state: bool = False) -> ChangeResult:
         plan = build_plan(sql, self.schema())
-        # A dynamic table's stored previous result: the snapshot at I0 with helper columns.
-        state = f"({render_snapshot(plan, self.sources, 'start', with_state_columns=True)})" if use_state else None
-        d = differentiate(plan, information, self.stats() if use_stats else None, state=state)
+        if use_state:  # a dynamic table's stored previous result: the snapshot at I0 with helper columns
+            self.sources.state_view = f"dt_state_{next(_counter)}"
+            state = snapshot_query(plan, self.sources, "start", with_state_columns=True)
+            self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{self.sources.state_view}` AS {state.sql('spark')}")
+        d = differentiate(plan, information, self.stats() if use_stats else None, state=use_state)
         if use_state and d.shape != "NO_DATA":
             assert "algebraic" in d.to_text(), "the algebraic aggregate rule did not apply"
-        change_sql = render_changes(d, self.sources)
+        change_sql = changes_query(d, self.sources).sql("spark")
         rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
-        start = [tuple(r) for r in self.spark.sql(render_snapshot(plan, self.sources, "start")).collect()]
-        end = [tuple(r) for r in self.spark.sql(render_snapshot(plan, self.sources, "end")).collect()]
+        start = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "start").sql("spark")).collect()]
+        end = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "end").sql("spark")).collect()]
         return ChangeResult(rows, start, end, d.shape, change_sql)
 
 
@@ -170,7 +177,7 @@ def check_oracle(ts: TableSet, sql: str, information: ChangeFormat = ChangeForma
     for snap in (res.start, res.end):
         ids = [r[-1] for r in snap]
         assert len(ids) == len(set(ids)), "row ids are not unique in a snapshot"
-    # render_snapshot must be the query itself: compare its values with Spark's own evaluation.
+    # snapshot_query must be the query itself: compare its values with Spark's own evaluation.
     assert_same_rows([r[:-1] for r in res.end], ts.run_original_at_end(sql))
     if information is ChangeFormat.DEFAULT:
         check_minimum_delta(res.rows)

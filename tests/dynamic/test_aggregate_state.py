@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt_
 from typing import Any
 
-from differentiation import ChangeStats, render_changes
+from differentiation import ChangeStats, changes_query
 from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic.frontier import resolve_source
@@ -76,7 +76,7 @@ def test_change_plan_reads_no_snapshot_of_the_changed_base_table(dt: Any) -> Non
                     stored_columns(dt, "by_region"))
     assert action.action == "INCREMENTAL" and action.write == "MERGE"
     refresh_sources = RefreshSources(dt.spark.newSession(), d.frontier, sources)
-    render_changes(action.derivative, refresh_sources)
+    changes_query(action.derivative, refresh_sources)
     assert {kind for _, kind in refresh_sources._views} == {"changes"}
 
 

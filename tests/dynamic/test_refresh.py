@@ -39,17 +39,26 @@ def test_create_refresh_incremental_merge_and_append(shop: Any) -> None:
     assert commit["operation"] == "WRITE"  # the inserts-only change set is a plain append, not a MERGE
     check(shop, "big")
 
-    # deleting one copy of a duplicated row deletes exactly that copy (MERGE on the row id)
-    shop.sql("DELETE FROM orders WHERE id = 3")
-    shop.sql("INSERT INTO orders VALUES (3, 1, 5.0)")
-    shop.sql("UPDATE orders SET amount = 100 WHERE id = 1")
-    [rec] = shop.refresh("big")
-    assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED")
-    commit = shop.spark.sql(f"DESCRIBE HISTORY delta.`{shop.catalog.lookup('big')['location']}` LIMIT 1").first()
-    assert commit["operation"] == "MERGE"
-    assert rec.frontier_after["default.orders"] > rec.frontier_before["default.orders"]
-    check(shop, "big")
-    assert sorted(table_rows(shop, "big")) == [(1, 100.0), (2, 20.0), (3, 5.0), (4, 7.0)]
+    # deleting one copy of a duplicated row deletes exactly that copy (matched on the row id); a small table takes
+    # the change set as one overwrite of its patched contents (REWRITE), a large one as a MERGE
+    # round 1 deletes both copies of (3, 5.0) and inserts one back under a new id; round 2 deletes that one
+    for write, operation, limit, counts in (("REWRITE", "WRITE", None, (2, 2, 1)), ("MERGE", "MERGE", "0", (2, 1, 1))):
+        if limit is not None:
+            shop.spark.conf.set("spark.dtables.refresh.rewriteMaxBytes", limit)
+        try:
+            shop.sql("DELETE FROM orders WHERE id = 3")
+            shop.sql("INSERT INTO orders VALUES (3, 1, 5.0), (5, 1, 9.0)")
+            shop.sql("UPDATE orders SET amount = amount + 100 WHERE id = 1")
+            [rec] = shop.refresh("big")
+        finally:
+            shop.spark.conf.unset("spark.dtables.refresh.rewriteMaxBytes")
+        assert (rec.action, rec.state, rec.write_kind) == ("INCREMENTAL", "SUCCEEDED", write), rec.error
+        location = shop.catalog.lookup("big")["location"]
+        assert shop.spark.sql(f"DESCRIBE HISTORY delta.`{location}` LIMIT 1").first()["operation"] == operation
+        assert (rec.rows_inserted, rec.rows_deleted, rec.rows_updated) == counts
+        assert rec.frontier_after["default.orders"] > rec.frontier_before["default.orders"]
+        check(shop, "big")
+    assert sorted(table_rows(shop, "big")) == [(1, 210.0), (2, 20.0), (3, 5.0), (4, 7.0), (5, 9.0), (5, 9.0)]
 
 
 def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
@@ -57,14 +66,9 @@ def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
              "SELECT c.region, count(*) AS n, sum(o.amount) AS total FROM orders o JOIN custs c ON o.cust = c.cust "
              "GROUP BY c.region")
     before = latest_record(shop, "by_region")
-    sc = shop.spark.sparkContext
-    sc.setJobGroup("dtables-no-data", "NO_DATA refresh")
-    try:
-        [rec] = shop.refresh("by_region")
-    finally:
-        sc.setJobGroup("other", "after")
+    [rec] = shop.refresh("by_region")
     assert (rec.action, rec.state) == ("NO_DATA", "SUCCEEDED")
-    assert list(sc.statusTracker().getJobIdsForGroup("dtables-no-data")) == []
+    assert (rec.spark_jobs, rec.bytes_read, rec.write_kind) == (0, 0, "NONE")
     assert rec.data_timestamp > before.data_timestamp and rec.target_version == before.target_version
     from dtables.dynamic import definition
 
@@ -72,18 +76,25 @@ def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
     check(shop, "by_region")
 
 
-def test_job_group_sees_jobs_of_a_real_refresh(shop: Any) -> None:
-    """Keeps the NO_DATA job assertion honest: the same probe sees the jobs of an INCREMENTAL refresh."""
+def test_history_records_where_a_refresh_spent_its_time(shop: Any) -> None:
+    """Keeps the NO_DATA job assertion honest: the same accounting sees the jobs of an INCREMENTAL refresh; and the
+    caller's own job group is back after the refresh."""
     shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
     shop.sql("INSERT INTO orders VALUES (9, 2, 70.0)")
     sc = shop.spark.sparkContext
-    sc.setJobGroup("dtables-incremental", "INCREMENTAL refresh")
+    sc.setJobGroup("caller", "the caller's group")
     try:
         [rec] = shop.refresh("big")
+        assert sc.getLocalProperty("spark.jobGroup.id") == "caller"
     finally:
         sc.setJobGroup("other", "after")
-    assert rec.action == "INCREMENTAL"
-    assert list(sc.statusTracker().getJobIdsForGroup("dtables-incremental"))
+    assert (rec.action, rec.write_kind) == ("INCREMENTAL", "APPEND")
+    assert rec.spark_jobs > 0 and rec.bytes_read > 0 and rec.records_read >= 1
+    assert 0 < rec.job_seconds and 0 < rec.driver_seconds
+    assert rec.job_seconds + rec.driver_seconds <= (rec.ended_at - rec.started_at).total_seconds() + 0.5
+    row = shop.sql("SELECT spark_jobs, write_kind FROM dtables.refresh_history WHERE refresh_id = "
+                   f"'{rec.refresh_id}'").first()
+    assert (row["spark_jobs"], row["write_kind"]) == (rec.spark_jobs, "APPEND")
 
 
 def test_dag_refreshes_upstreams_to_one_data_timestamp(shop: Any) -> None:

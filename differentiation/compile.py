@@ -1,0 +1,337 @@
+"""Plans (relational and derivative) -> one sqlglot query over the caller's `Sources`.
+
+Each node is compiled once, in dependency order, into a SELECT exposing its columns (quoted plan names), then
+`__row_id`, then `__action` for change sets, and emitted as a CTE; a node used several times (the same snapshot
+read by two derivative terms, the affected keys a restriction reads twice) is emitted once and referenced by name.
+`At` is pushed into the leaves first (`push_at`), so a node's SQL never depends on where it sits in the plan.
+Quoting and precedence are sqlglot's; callers print the tree with `dtables.sql.dialect.to_spark` or `.sql("spark")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from differentiation.delta_nodes import (
+    At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Snapshot, StoredState, Sum,
+)
+from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
+from differentiation.rewrite import map_children
+from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
+from differentiation.sources import Sources
+from differentiation.sql import (
+    ACTION, DELETE, INSERT, ROW_ID, alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign,
+    string,
+)
+from differentiation.types import avg_expression, sum_type
+
+
+def push_at(node: Node, when: str | None = None) -> Node:
+    """`node` with every `At` removed and every base scan under it turned into a `Snapshot` at that end."""
+    if isinstance(node, Delta):
+        raise ValueError("a Δ is left in the plan: differentiate it before compiling")
+    if isinstance(node, At):
+        return push_at(node.child, node.when)
+    if isinstance(node, Scan):
+        if when is None:
+            raise ValueError(f"scan of {node.table} outside a snapshot")
+        return Snapshot(node, when)
+    if isinstance(node, Empty):  # the empty change set keeps the columns (and types) of the query at I1
+        return node.copy(like=push_at(node.like, "end"))
+    return map_children(node, lambda c: push_at(c, when))
+
+
+def _relation(text: str) -> exp.Expression:
+    """A relation named by a `Sources` method (a quoted view name) as a table expression."""
+    return exp.maybe_parse(text, into=exp.Table, dialect="spark")
+
+
+def _from(name: str, as_: str = "t") -> exp.Table:
+    return exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(as_)))
+
+
+def _meta(node: Node, table: str | None = None) -> list[exp.Expression]:
+    return [col(ROW_ID, table)] + ([col(ACTION, table)] if node.is_delta else [])
+
+
+def _cols(node: Node, table: str | None = None) -> list[exp.Expression]:
+    return [col(c, table) for c in node.columns()]
+
+
+def _agg_call(c: AggCall) -> exp.Expression:
+    if c.arg is None:
+        return exp.Count(this=exp.Star())
+    arg = c.arg.expr.copy()
+    return exp.Anonymous(this=c.func, expressions=[exp.Distinct(expressions=[arg]) if c.distinct else arg])
+
+
+_JOIN_SIDES = {"inner": ("", ""), "cross": ("", "CROSS"), "left": ("LEFT", "OUTER"), "right": ("RIGHT", "OUTER"),
+               "full": ("FULL", "OUTER")}
+
+
+def _join(side: str, kind: str, table: exp.Expression, on: exp.Expression | None) -> exp.Join:
+    return exp.Join(this=table, side=side or None, kind=kind or None, on=on)
+
+
+def _union_all(selects: list[exp.Query]) -> exp.Query:
+    out = selects[0]
+    for s in selects[1:]:
+        out = exp.Union(this=out, expression=s, distinct=False)
+    return out
+
+
+class Compiler:
+    """Compiles plans against `sources` into CTEs; `query` wraps a final SELECT with every CTE it needs."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        self._names: dict[Node, str] = {}
+        self._ctes: list[exp.CTE] = []
+        self._dispatch: dict[type[Node], Callable[[Node], exp.Query]] = {
+            Snapshot: self._snapshot, ChangeRead: self._change_read, StoredState: self._stored_state,
+            Filter: self._filter, Project: self._project, Join: self._join, Aggregate: self._aggregate,
+            UnionAll: self._union, Distinct: self._distinct, Empty: self._empty, Signed: self._signed,
+            Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
+            AlgebraicAggregateDelta: self._algebraic,
+        }
+
+    def name(self, node: Node) -> str:
+        """The CTE holding `node`'s rows, compiling it (and its inputs, first) on first use."""
+        if node not in self._names:
+            body = self._dispatch[type(node)](node)
+            self._names[node] = self._emit(body)
+        return self._names[node]
+
+    def _emit(self, body: exp.Query) -> str:
+        name = f"__p{len(self._ctes)}"
+        self._ctes.append(exp.CTE(this=body, alias=exp.TableAlias(this=ident(name))))
+        return name
+
+    def source(self, node: Node, as_: str = "t") -> exp.Table:
+        return _from(self.name(node), as_)
+
+    def query(self, select: exp.Select) -> exp.Select:
+        """`select` with every CTE compiled so far (in dependency order) as its WITH clause."""
+        if self._ctes:
+            select.set("with_", exp.With(expressions=list(self._ctes)))
+        return select
+
+    # -- leaves ----------------------------------------------------------------------------------------------------
+
+    def _snapshot(self, node: Node) -> exp.Query:
+        assert isinstance(node, Snapshot)
+        scan = node.scan
+        items = [alias(col(c, "s"), f"{scan.alias}.{c}") for c, _ in scan.schema]
+        table = _relation(self.sources.snapshot(scan.table, node.when))  # type: ignore[arg-type]
+        return exp.select(*items, col(ROW_ID, "s")).from_(table.as_("s", quoted=True))
+
+    def _change_read(self, node: Node) -> exp.Query:
+        assert isinstance(node, ChangeRead)
+        scan = node.scan
+        changes = self.sources.changes(scan.table)
+        items = [alias(col(c, "s"), f"{scan.alias}.{c}") for c, _ in scan.schema]
+        select = exp.select(*items, col(ROW_ID, "s"), col(ACTION, "s")).from_(_relation(changes).as_("s", quoted=True))
+        if node.append_only:  # fresh inserts: ids with no DELETE in the interval
+            deleted = (exp.select(col(ROW_ID)).from_(_relation(changes))
+                       .where(exp.EQ(this=col(ACTION), expression=string(DELETE))))
+            select = select.join(deleted.subquery("d"), on=exp.EQ(this=col(ROW_ID, "s"), expression=col(ROW_ID, "d")),
+                                 join_type="LEFT ANTI").where(is_insert(col(ACTION, "s")))
+        return select
+
+    def _stored_state(self, node: Node) -> exp.Query:
+        assert isinstance(node, StoredState)
+        state = getattr(self.sources, "state", None)
+        if state is None:
+            raise ValueError("the plan reads a stored aggregate state, and these sources have none")
+        return exp.select(*_cols(node)).from_(_relation(state()))
+
+    # -- relational operators ----------------------------------------------------------------------------------------
+
+    def _filter(self, node: Node) -> exp.Query:
+        assert isinstance(node, Filter)
+        return exp.select(exp.Star()).from_(self.source(node.child)).where(node.condition.expr.copy())
+
+    def _project(self, node: Node) -> exp.Query:
+        assert isinstance(node, Project)
+        items = [alias(e.expr.copy(), n) for n, e in node.outputs]
+        return exp.select(*items, *_meta(node)).from_(self.source(node.child))
+
+    def _join(self, node: Node) -> exp.Query:
+        assert isinstance(node, Join)
+        delta_side = "l" if node.left.is_delta else "r"
+        items = _cols(node.left, "l") + _cols(node.right, "r")
+        items.append(alias(hash_ids([col(ROW_ID, "l"), col(ROW_ID, "r")]), ROW_ID))
+        if node.is_delta:
+            items.append(col(ACTION, delta_side))
+        side, kind = _JOIN_SIDES[node.kind]
+        on = node.condition.expr.copy() if node.condition is not None else None
+        return exp.select(*items).from_(self.source(node.left, "l")).join(
+            _join(side, kind, self.source(node.right, "r"), on))
+
+    def _aggregate(self, node: Node) -> exp.Query:
+        assert isinstance(node, Aggregate)
+        keys = [k.expr for _, k in node.keys]
+        items = [alias(k.expr.copy(), n) for n, k in node.keys] + [alias(_agg_call(a), n) for n, a in node.aggs]
+        select = exp.select(*items, alias(hash_values([k.copy() for k in keys]), ROW_ID)).from_(self.source(node.child))
+        return select.group_by(*(k.copy() for k in keys)) if keys else select
+
+    def _union(self, node: Node) -> exp.Query:
+        assert isinstance(node, UnionAll)
+        names = node.columns()
+        branches: list[exp.Query] = []
+        for i, child in enumerate(node.inputs):
+            items = [alias(col(c), n) for c, n in zip(child.columns(), names)]
+            items.append(alias(call("concat", string(f"b{i}:"), col(ROW_ID)), ROW_ID))
+            if node.is_delta:
+                items.append(col(ACTION))
+            branches.append(exp.select(*items).from_(self.source(child)))
+        return _union_all(branches)
+
+    def _distinct(self, node: Node) -> exp.Query:
+        assert isinstance(node, Distinct)
+        return (exp.select(*_cols(node), alias(hash_values(_cols(node)), ROW_ID)).from_(self.source(node.child))
+                .group_by(*_cols(node)))
+
+    # -- derivative operators ----------------------------------------------------------------------------------------
+
+    def _empty(self, node: Node) -> exp.Query:
+        assert isinstance(node, Empty)
+        return (exp.select(exp.Star(), alias(string(INSERT), ACTION)).from_(self.source(node.like))
+                .where(exp.false()))
+
+    def _signed(self, node: Node) -> exp.Query:
+        assert isinstance(node, Signed)
+        return exp.select(exp.Star(), alias(string(node.action), ACTION)).from_(self.source(node.child))
+
+    def _sum(self, node: Node) -> exp.Query:
+        assert isinstance(node, Sum)
+        return _union_all([exp.select(*_cols(node), col(ROW_ID), col(ACTION)).from_(self.source(t))
+                           for t in node.terms])
+
+    def _keyset(self, node: Node) -> exp.Query:
+        assert isinstance(node, KeySet)
+        parts: list[exp.Query] = []
+        for child, exprs in zip(node.inputs, node.exprs):
+            items = [alias(e.expr.copy(), f"__k{i}") for i, e in enumerate(exprs)] or [alias(number(1), "__any")]
+            parts.append(exp.select(*items).distinct().from_(self.source(child)))
+        out = parts[0]
+        for p in parts[1:]:
+            out = exp.Union(this=out, expression=p, distinct=True)
+        return out
+
+    def _restrict(self, node: Node) -> exp.Query:
+        assert isinstance(node, Restrict)
+        if node.keys.width == 0:
+            on: exp.Expression = exp.true()
+        else:
+            on = exp.or_(*(exp.and_(*(exp.NullSafeEQ(this=e.expr.copy(), expression=col(f"__k{i}", "k"))
+                                      for i, e in enumerate(alt)))
+                           for alt in node.alternatives))
+        return (exp.select(exp.Star()).from_(self.source(node.child))
+                .join(self.source(node.keys, "k"), on=on, join_type="LEFT SEMI"))
+
+    def _consolidate(self, node: Node) -> exp.Query:
+        assert isinstance(node, Consolidate)
+        # GROUP BY treats NULLs as equal, which is the NULL-safe comparison consolidation needs.
+        net = (exp.select(*_cols(node), col(ROW_ID), alias(exp.Sum(this=sign()), "__n"))
+               .from_(self.source(node.child)).group_by(*_cols(node), col(ROW_ID))
+               .having(exp.NEQ(this=col("__n"), expression=number(0))))
+        net_name = self._emit(net)
+        action = exp.Case(ifs=[exp.If(this=exp.GT(this=col("__n", "c"), expression=number(0)), true=string(INSERT))],
+                          default=string(DELETE))
+        copies = exp.Lateral(this=exp.Explode(this=call("sequence", number(1), exp.Abs(this=col("__n", "c")))),
+                             view=True, alias=exp.TableAlias(columns=[ident("__copy")]))
+        select = exp.select(*_cols(node, "c"), col(ROW_ID, "c"), alias(action, ACTION)).from_(_from(net_name, "c"))
+        select.append("laterals", copies)
+        return select
+
+    def _algebraic(self, node: Node) -> exp.Query:
+        assert isinstance(node, AlgebraicAggregateDelta)
+        return AlgebraicCompiler(self, node).compile()
+
+
+class AlgebraicCompiler:
+    """`AlgebraicAggregateDelta`: DELETE the stored row of every key the change set touches, INSERT old + ΣΔ (when
+    rows remain). A scalar aggregate has exactly one stored row and always re-emits it (COUNT 0, SUM NULL when
+    empty); unchanged pairs cancel in consolidation."""
+
+    def __init__(self, compiler: Compiler, node: AlgebraicAggregateDelta) -> None:
+        self.c, self.node, self.agg = compiler, node, node.agg
+        self.keys = [k.expr for _, k in self.agg.keys]
+        self.args = helper_args(self.agg)
+        self.summed = {a.arg for _, a in self.agg.aggs if a.func in ("SUM", "AVG")}
+
+    def _on(self) -> exp.Expression:
+        pairs = [exp.NullSafeEQ(this=col(f"__key{j}", "o"), expression=col(f"__key{j}", "d"))
+                 for j in range(len(self.keys))]
+        return exp.and_(*pairs) if pairs else exp.true()
+
+    def _summed_change(self) -> exp.Select:
+        """ΣΔ per key: the change in row count, in each summed argument and in its non-null count."""
+        items = [alias(k.copy(), f"__key{j}") for j, k in enumerate(self.keys)]
+        items.append(alias(exp.Sum(this=sign()), "__dcnt"))
+        for i, a in enumerate(self.args):
+            if a in self.summed:
+                signed = exp.Case(ifs=[exp.If(this=is_insert(), true=a.expr.copy())],
+                                  default=exp.Neg(this=exp.Paren(this=a.expr.copy())))
+                items.append(alias(exp.Sum(this=signed), f"__dsum_{i}"))
+            not_null = exp.Case(ifs=[exp.If(this=exp.Is(this=a.expr.copy(), expression=exp.Null()), true=number(0))],
+                                default=sign())
+            items.append(alias(exp.Sum(this=not_null), f"__dnn_{i}"))
+        select = exp.select(*items).from_(self.c.source(self.node.delta))
+        return select.group_by(*(k.copy() for k in self.keys)) if self.keys else select
+
+    def _merged(self, d: str, state: str) -> exp.Select:
+        def plus(name: str, dname: str) -> exp.Expression:
+            return exp.Add(this=call("coalesce", col(name, "o"), number(0)),
+                           expression=call("coalesce", col(dname, "d"), number(0)))
+
+        items: list[exp.Expression] = [col(f"__key{j}", "d") for j in range(len(self.keys))]
+        items = [alias(c, f"__key{j}") for j, c in enumerate(items)]
+        items.append(alias(plus("__cnt", "__dcnt"), "__cnt"))
+        for i, a in enumerate(self.args):
+            if a in self.summed:
+                total = sum_type(arg_type(self.agg, a))
+                assert total is not None
+                items.append(alias(cast(plus(f"__sum_{i}", f"__dsum_{i}"), total), f"__sum_{i}"))
+            items.append(alias(plus(f"__nn_{i}", f"__dnn_{i}"), f"__nn_{i}"))
+        return exp.select(*items).from_(_from(d, "d")).join(_from(state, "o"), on=self._on(), join_type="LEFT OUTER")
+
+    def _outputs(self, rel: str, action: str) -> list[exp.Expression]:
+        items: list[exp.Expression] = [alias(col(f"__key{j}", rel), n) for j, (n, _) in enumerate(self.agg.keys)]
+        for name, c in self.agg.aggs:
+            if c.arg is None:
+                items.append(alias(col("__cnt", rel), name))
+                continue
+            i = self.args.index(c.arg)
+            nn = col(f"__nn_{i}", rel)
+            if c.func == "COUNT":
+                items.append(alias(nn, name))
+                continue
+            value = (col(f"__sum_{i}", rel) if c.func == "SUM" else
+                     avg_expression(arg_type(self.agg, c.arg), col(f"__sum_{i}", rel), nn.copy()))
+            assert value is not None
+            empty = exp.EQ(this=nn.copy(), expression=number(0))
+            items.append(alias(exp.Case(ifs=[exp.If(this=empty, true=exp.Null())], default=value), name))
+        items.append(alias(hash_values([col(f"__key{j}", rel) for j in range(len(self.keys))]), ROW_ID))
+        items.append(alias(string(action), ACTION))
+        return items
+
+    def compile(self) -> exp.Query:
+        state = self.c.name(self.node.state)
+        d = self.c._emit(self._summed_change())
+        new = self.c._emit(self._merged(d, state))
+        old = self.c._emit(exp.select(exp.Star()).from_(_from(state, "o"))
+                           .join(_from(d, "d"), on=self._on(), join_type="LEFT SEMI"))
+        removed = exp.select(*self._outputs("o", DELETE)).from_(_from(old, "o"))
+        added = exp.select(*self._outputs("n", INSERT)).from_(_from(new, "n"))
+        if self.keys:
+            added = added.where(exp.GT(this=col("__cnt", "n"), expression=number(0)))
+        return _union_all([removed, added])
+
+
+def compile_plan(plan: Node, sources: Sources) -> tuple[Compiler, str]:
+    """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows."""
+    compiler = Compiler(sources)
+    return compiler, compiler.name(push_at(plan))
