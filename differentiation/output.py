@@ -14,7 +14,7 @@ from differentiation.derive import ChangeFormat, Derivative, differentiate
 from differentiation.plan import Node
 from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
 from differentiation.sources import Sources, When
-from differentiation.sql import ACTION, ROW_ID, alias, col
+from differentiation.sql import ACTION, ROW_ID, alias, col, ident
 
 
 def changes_query(d: Derivative, sources: Sources) -> exp.Select:
@@ -32,7 +32,8 @@ def changes_query(d: Derivative, sources: Sources) -> exp.Select:
     else:
         is_update = exp.false()
     select = exp.select(*(col(c) for c in d.columns()), alias(col(ACTION), "METADATA$ACTION"),
-                        alias(is_update, "METADATA$ISUPDATE"), alias(col(ROW_ID), "METADATA$ROW_ID")).from_(body)
+                        alias(is_update, "METADATA$ISUPDATE"), alias(col(ROW_ID), "METADATA$ROW_ID")).from_(
+        exp.Table(this=ident(body)))
     return compiler.query(select)
 
 
@@ -48,7 +49,7 @@ def snapshot_query(plan: Node, sources: Sources, when: When = "end", *, with_sta
         names += [c for c in full.columns() if c not in plan.columns()]
         plan = full
     compiler, body = compile_plan(At(plan, when), sources)
-    return compiler.query(exp.select(*(col(c) for c in names), col(ROW_ID)).from_(body))
+    return compiler.query(exp.select(*(col(c) for c in names), col(ROW_ID)).from_(exp.Table(this=ident(body))))
 
 
 def explain(query: str | exp.Expression | Node, schema: Mapping[str, Mapping[str, str]] | None = None,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -38,9 +39,10 @@ from pyspark.sql import types as T
 
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
-from dtables.changes.log import TableMetadata
+from dtables.changes.log import DeltaLog, TableMetadata
 from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RCV, RID, scan_change_files, scan_files, table_schema
 from dtables.changes.shapes import ChangePlan, FileScan, Shape, check_files_retained, plan_changes
+from dtables.changes.storage import join
 
 ACTION = "METADATA$ACTION"
 ISUPDATE = "METADATA$ISUPDATE"
@@ -319,6 +321,23 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
 
 
 CHANGE_DATA_FILES = "spark.dtables.changeDataFiles"
+
+
+def table_at(spark: Any, location: str, version: int) -> DataFrame:
+    """The table's own columns at ``version``: its data files read as Parquet when the version's checksum lists
+    them (no Spark job rebuilding Delta's snapshot, which time travel to any version but the cached latest one
+    costs), else Delta's time travel. Direct reads need a table without partitions, column mapping or deletion
+    vectors."""
+    log = DeltaLog(spark, location)
+    meta = log.metadata_at(version)
+    files = log.files_at(version) if direct_snapshots(spark) else None
+    if files is None or meta.partition_columns or meta.column_mapping != "none" or any(
+            f.has_deletion_vector for f in files):
+        return spark.read.format("delta").option("versionAsOf", version).load(location)
+    schema = table_schema(meta)
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*[join(location, unquote(f.path)) for f in files])
 
 
 def change_data_files(spark: Any) -> bool:

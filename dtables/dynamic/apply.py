@@ -28,6 +28,7 @@ from differentiation import changes_query, snapshot_query
 from differentiation.sql import alias, cast, col, ident
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
+from dtables.changes.reader import table_at
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
@@ -99,7 +100,7 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
     the helper columns under the names the plan gives them."""
     assert action.plan is not None
     helpers = action.plan.columns()[len(columns):]
-    (clone.read.format("delta").option("versionAsOf", version).load(location)
+    (table_at(clone, location, version)
      .select(*(F.col(f"`{stored_name(h)}`").alias(h) for h in helpers))
      .createOrReplaceTempView(STATE_VIEW))
 
@@ -176,7 +177,9 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
                               "__dt_delete")).from_(ranked.subquery("c")).where(
         exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
     if action.write == "REWRITE":
-        return rewrite(clone, location, _sql(clone, source), targets)
+        if state_version is None:
+            raise ValueError("a REWRITE needs the table version holding the previous result")
+        return rewrite(clone, location, state_version, _sql(clone, source), targets)
     _sql(clone, source).createOrReplaceTempView(MERGE_SOURCE_VIEW)
     _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets))
     return None
@@ -189,12 +192,13 @@ class RowCounts:
     updated: int
 
 
-def rewrite(clone: Any, location: str, source: Any, targets: Sequence[Column]) -> RowCounts | None:
-    """The table's new contents in one overwrite: its current rows full-outer-joined with the change set (one row
-    per row id, deletes flagged) on the hidden row id, the change set's values where it has a row, deleted rows
-    left out. For a small table one pass that reads and writes it whole is cheaper than a MERGE's several (find
-    the touched files, then rewrite them). The counts are observed during that pass (no extra Spark job)."""
-    old = clone.read.format("delta").load(location)
+def rewrite(clone: Any, location: str, version: int, source: Any, targets: Sequence[Column]) -> RowCounts | None:
+    """The table's new contents in one overwrite: its rows at ``version`` (its latest) full-outer-joined with the
+    change set (one row per row id, deletes flagged) on the hidden row id, the change set's values where it has a
+    row, deleted rows left out. For a small table one pass that reads and writes it whole is cheaper than a MERGE's
+    several (find the touched files, then rewrite them). The counts are observed during that pass (no extra Spark
+    job)."""
+    old = table_at(clone, location, version)
     o, s = old.alias("o"), source.alias("s")
     joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
     in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()

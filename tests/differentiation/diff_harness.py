@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
