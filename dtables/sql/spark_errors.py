@@ -32,6 +32,37 @@ def first_sentences(message: str) -> str:
     return text.strip().rstrip(";")
 
 
+def _fragments(error: Exception, params: dict[str, str]) -> list[str]:
+    """What Spark points at: its query context's fragment, else the object the error names."""
+    found = []
+    try:
+        found += [c.fragment() for c in error.getQueryContext() or [] if c.fragment()]  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not every error carries a context
+        pass
+    found += [params[k] for k in ("objectName", "fieldName", "expression", "sqlExpr") if params.get(k)]
+    return found
+
+
+def position(statement: str, fragments: list[str]) -> str:
+    """``at line L, column C`` of the first fragment found in the user's query text (after its first SELECT; Spark
+    analysed a rewritten text, so its own offsets do not apply), or "" when none is found."""
+    start = re.search(r"\bselect\b", statement, re.IGNORECASE)
+    offset = start.start() if start else 0
+    for fragment in fragments:
+        text = fragment.replace("`", "").strip().strip('"')
+        candidates = [text] + ([text.split(".")[-1]] if "." in text else [])
+        for candidate in candidates:
+            if not candidate:
+                continue
+            m = re.compile(r"(?<![\w.`])`?" + r"`?\.`?".join(re.escape(p) for p in candidate.split(".")) +
+                           r"`?(?![\w`])", re.IGNORECASE).search(statement, offset)
+            if m:
+                line = statement.count("\n", 0, m.start()) + 1
+                column = m.start() - (statement.rfind("\n", 0, m.start()) + 1) + 1
+                return f" at line {line}, column {column}"
+    return ""
+
+
 def translate(error: Exception, statement: str) -> SqlError:
     condition = ""
     params: dict[str, str] = {}
@@ -43,7 +74,7 @@ def translate(error: Exception, statement: str) -> SqlError:
             pass
     raw = str(error)
     detail = first_sentences(raw)
-    where = f" in statement: {short_statement(statement)}"
+    where = f"{position(statement, _fragments(error, params))} in statement: {short_statement(statement)}"
     if condition.startswith(_NOT_FOUND):
         name = params.get("relationName") or params.get("tableName") or params.get("schemaName") or ""
         what = f"table or view {name} does not exist" if name else detail

@@ -70,3 +70,22 @@ def test_a_views_column_list_survives_inlining_into_a_dynamic_table(rs: Any) -> 
     assert_same_rows(_rows(rs, "SELECT * FROM dv"), _rows(rs, query))
     rs.sql("INSERT INTO base_s VALUES (1); DELETE FROM base_r WHERE i = 2")
     _refreshed_incrementally(rs, "dv", query)
+
+
+def test_spark_errors_at_create_name_the_position_in_the_users_text(rs: Any) -> None:
+    cases = {
+        "CREATE DYNAMIC TABLE e1 TARGET_LAG = '1 hour' AS\n  SELECT r.i,\n         r.nope FROM base_r r": (3, 10),
+        "CREATE VIEW e2 AS SELECT zz FROM base_r": (1, 26),
+        "CREATE DYNAMIC TABLE e3 TARGET_LAG = '1 hour' AS SELECT i + 1 AS j FROM base_r GROUP BY 1 + i * 2": (1, 57),
+    }
+    for statement, (line, column) in cases.items():
+        with pytest.raises(DtablesError, match=f"at line {line}, column {column} in statement"):
+            rs.sql(statement)
+
+
+def test_position_finds_quoted_and_qualified_fragments_or_says_nothing() -> None:
+    from dtables.sql.spark_errors import position
+
+    assert position("CREATE VIEW v AS SELECT `a b`.x FROM t `a b`", ["`a b`.`x`"]) == " at line 1, column 25"
+    assert position("CREATE VIEW x AS SELECT x.y FROM t x", ["x"]) == " at line 1, column 25"  # after SELECT only
+    assert position("CREATE VIEW v AS SELECT 1", ["missing"]) == ""
