@@ -13,6 +13,13 @@ WHENS = ("start", "end")
 ACTIONS = ("INSERT", "DELETE")
 
 
+class Leaf(Node):
+    """A node computed from what it describes (a table, an interval, a stored state), not from input nodes."""
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+
 @dataclass(frozen=True)
 class Delta(Node):
     """Δ child: a derivative still to be rewritten by the rules (never rendered)."""
@@ -35,7 +42,7 @@ class Delta(Node):
 
 
 @dataclass(frozen=True)
-class ChangeRead(Node):
+class ChangeRead(Leaf):
     """The redundant delta of a base table over the interval; `append_only` keeps only rows whose id
     has no DELETE in the interval (freshly inserted, never updated nor deleted)."""
 
@@ -48,9 +55,6 @@ class ChangeRead(Node):
     @property
     def is_delta(self) -> bool:
         return True
-
-    def children(self) -> tuple[Node, ...]:
-        return ()  # the scan is a description of what to read, not an input evaluated on its own
 
     def label(self) -> str:
         mode = " append-only" if self.append_only else ""
@@ -80,7 +84,7 @@ class At(Node):
 
 
 @dataclass(frozen=True)
-class Empty(Node):
+class Empty(Leaf):
     """∅: the change set of a subplan whose base tables did not change."""
 
     like: Node
@@ -91,9 +95,6 @@ class Empty(Node):
     @property
     def is_delta(self) -> bool:
         return True
-
-    def children(self) -> tuple[Node, ...]:
-        return ()
 
     def label(self) -> str:
         return "∅ (" + ", ".join(self.like.columns()) + ")"
@@ -220,7 +221,7 @@ class Consolidate(Node):
 
 
 @dataclass(frozen=True)
-class Snapshot(Node):
+class Snapshot(Leaf):
     """A base table read at one end of the interval: what `At` becomes once pushed into the leaves (`push_at`)."""
 
     scan: Scan
@@ -237,15 +238,12 @@ class Snapshot(Node):
     def is_delta(self) -> bool:
         return False
 
-    def children(self) -> tuple[Node, ...]:
-        return ()
-
     def label(self) -> str:
         return f"{self.scan.label()} @{'I0' if self.when == 'start' else 'I1'}"
 
 
 @dataclass(frozen=True)
-class StoredState(Node):
+class StoredState(Leaf):
     """The previous result of a maintained aggregate as stored, with its helper columns (`__key<j>`, `__cnt`,
     `__sum_<i>`, `__nn_<i>`): the caller's `Sources.state()` says where it lives."""
 
@@ -257,9 +255,6 @@ class StoredState(Node):
     @property
     def is_delta(self) -> bool:
         return False
-
-    def children(self) -> tuple[Node, ...]:
-        return ()
 
     def label(self) -> str:
         return "Stored state (" + ", ".join(self.names) + ")"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -20,6 +21,7 @@ from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import to_spark
 from dtables.sql.output_names import check_unique, column_mapping_properties, name_outputs
+from dtables.sql.spark_errors import position
 from dtables.sql.dynamic_syntax import (
     AlterDynamicTable,
     CreateDynamicTable,
@@ -42,9 +44,27 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any]) -> tuple[str, str]:
+_AT = re.compile(r"at line (\d+), column (\d+)")
+
+
+def in_users_text(reason: str, query: str, statement: str | None) -> str:
+    """``reason`` with its "at line L, column C" (a position in the stored, rewritten ``query``) moved to where the
+    same token stands in the user's ``statement``; unchanged when the token is not found there."""
+    m = _AT.search(reason)
+    lines = query.split("\n")
+    if m is None or statement is None or int(m[1]) > len(lines):
+        return reason
+    token = re.match(r"[\w`.]+|\S", lines[int(m[1]) - 1][int(m[2]) - 1:])
+    found = position(statement, [token.group(0)]) if token else ""
+    return reason[:m.start()] + found.strip() + reason[m.end():] if found else reason
+
+
+def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any],
+                        statement: str | None = None) -> tuple[str, str]:
     """(INCREMENTAL | FULL, reason in words). INCREMENTAL on a query that cannot be differentiated is refused."""
     _, why_not = incremental_support(query, sources)
+    if why_not is not None:
+        why_not = in_users_text(why_not, query, statement)
     if requested == FULL:
         return FULL, "REFRESH_MODE = FULL was requested"
     if why_not is None:
@@ -118,7 +138,8 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
     if reserved:
         raise DynamicTableError(f"dynamic table {name}: column name {reserved[0]} is reserved (names starting "
                                 f"with {STATE_PREFIX} hold dtables' own state)")
-    mode, reason = choose_refresh_mode(name, tree.args["refresh_mode"].name.upper(), query, source_versions)
+    mode, reason = choose_refresh_mode(name, tree.args["refresh_mode"].name.upper(), query, source_versions,
+                                       statement)
     comment = tree.args["comment"].name if tree.args.get("comment") else None
     d = Definition(name=name, query=query, sources=sources, columns=columns, target_lag=lag,
                    refresh_mode=tree.args["refresh_mode"].name.upper(), refresh_mode_chosen=mode,
