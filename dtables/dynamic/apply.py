@@ -83,9 +83,7 @@ def configure_idempotent_write(clone: Any, name: str, metadata: CommitMetadata) 
 def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> list[exp.Expression]:
     """Positional mapping of the compiled plan's columns to the table's, cast to the stored types (hidden state
     columns, typed None, keep the plan's own types)."""
-    if len(source_columns) != len(target):
-        raise ValueError(f"the query produces {len(source_columns)} columns, the table has {len(target)}")
-    return [alias(cast(col(s), t.type) if t.type else col(s), t.name) for s, t in zip(source_columns, target)]
+    return [alias(cast(col(s), t.type) if t.type else col(s), t.name) for s, t in _positional(source_columns, target)]
 
 
 def stored_columns(action: RefreshAction, columns: Sequence[Column]) -> list[Column]:

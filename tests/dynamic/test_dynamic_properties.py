@@ -24,6 +24,11 @@ DAG_TABLES = {
     "h": "SELECT k, count(*) AS n, sum(v) AS s FROM f GROUP BY k",  # a dynamic table over another
 }
 
+# The two ways an incremental refresh writes a change set that deletes: one overwrite of a small table's patched
+# rows, or a MERGE on the row id (forced by a REWRITE limit of 0 bytes).
+WRITES = ("REWRITE", "MERGE")
+REWRITE_LIMIT = "spark.dtables.refresh.rewriteMaxBytes"
+
 keys = st.integers(0, 3)
 values = st.one_of(st.none(), st.integers(-2, 3))
 dml = st.one_of(
@@ -51,9 +56,9 @@ def _run(session: Any, op: tuple) -> None:
 @pytest.mark.slow
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
-@given(script=rounds)
-def test_dag_of_dynamic_tables_matches_its_queries(connect: Any, script: list) -> None:
-    check_script(connect, script)
+@given(script=rounds, write=st.sampled_from(WRITES))
+def test_dag_of_dynamic_tables_matches_its_queries(connect: Any, script: list, write: str) -> None:
+    check_script(connect, script, write)
 
 
 # One fixed round of the property for the default suite: inserts with duplicates and NULLs, an update and a
@@ -62,12 +67,26 @@ FIXED_SCRIPT = [([("insert", "a", [(1, 2), (3, None)]), ("update", "b", 2), ("de
                 ([("insert", "b", [(1, None), (0, 1)]), ("update", "a", 1), ("delete", "b", 3)], ["h", "o", "g"])]
 
 
-def test_fixed_script_of_dml_and_refreshes_matches_recompute(connect: Any) -> None:
-    check_script(connect, FIXED_SCRIPT)
+@pytest.mark.parametrize("write", WRITES)
+def test_fixed_script_of_dml_and_refreshes_matches_recompute(connect: Any, write: str) -> None:
+    assert write in check_script(connect, script=FIXED_SCRIPT, write=write)
 
 
-def check_script(connect: Any, script: list) -> None:
+def check_script(connect: Any, script: list, write: str) -> set[str]:
+    """Run ``script``; change sets that are not inserts only are written as ``write`` (REWRITE: the tables are
+    small; MERGE: the REWRITE size limit set to 0), and the refresh history must say so."""
     session = connect(tempfile.mkdtemp(prefix="dt-prop-") + "/wh")
+    if write == "MERGE":
+        session.spark.conf.set(REWRITE_LIMIT, "0")
+    try:
+        return _check_script(session, script, write)
+    finally:
+        session.spark.conf.unset(REWRITE_LIMIT)
+
+
+def _check_script(session: Any, script: list, write: str) -> set[str]:
+    """The write kinds the incremental refreshes used."""
+    used: set[str] = set()
     session.sql("CREATE TABLE a (k INT, v INT)")
     session.sql("CREATE TABLE b (k INT, w INT)")
     session.sql("INSERT INTO a VALUES (0, 1), (1, 2), (1, 2), (2, NULL)")
@@ -81,7 +100,11 @@ def check_script(connect: Any, script: list) -> None:
         for record in session.refresh(targets):
             assert record.state == "SUCCEEDED", record.error
             assert record.action in ("INCREMENTAL", "NO_DATA"), (record.name, record.action, record.reason)
+            if record.action == "INCREMENTAL":
+                assert record.write_kind in ("APPEND", write), (record.name, record.write_kind)
+                used.add(record.write_kind)
             assert_same_rows(table_rows(session, record.name), oracle_rows(session, record.name))
+    return used
 
 
 def test_oracle_detects_a_corrupted_row(dt: Any) -> None:
