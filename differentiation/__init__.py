@@ -5,12 +5,15 @@ from __future__ import annotations
 from differentiation.build import build_plan
 from differentiation.derive import ChangeFormat, ChangeStats, Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
-from differentiation.output import changes_query, explain, snapshot_query
+from differentiation.delta_nodes import KeyFilter, KeyProbe
+from differentiation.output import changes_query, explain, key_probes, snapshot_query
+from differentiation.prune import PruneSite
 from differentiation.rules import RULES
 from differentiation.sources import Sources
 from differentiation.support import incremental_reason
 
 __all__ = [
-    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "Sources", "UnsupportedQuery", "build_plan",
-    "changes_query", "differentiate", "explain", "incremental_reason", "snapshot_query",
+    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Sources",
+    "UnsupportedQuery", "build_plan", "changes_query", "differentiate", "explain", "incremental_reason", "key_probes",
+    "snapshot_query",
 ]

@@ -130,8 +130,14 @@ class Compiler:
         assert isinstance(node, Snapshot)
         scan = node.scan
         items = [alias(col(c, "s"), f"{scan.alias}.{c}") for c, _ in scan.schema]
-        table = _relation(self.sources.snapshot(scan.table, node.when))  # type: ignore[arg-type]
-        return exp.select(*items, col(ROW_ID, "s")).from_(table.as_("s", quoted=True))
+        if node.keys:  # the caller may skip files by them; the WHERE keeps exactly the rows they allow
+            view = self.sources.snapshot(scan.table, node.when, node.keys)  # type: ignore[arg-type]
+        else:
+            view = self.sources.snapshot(scan.table, node.when)  # type: ignore[arg-type]
+        select = exp.select(*items, col(ROW_ID, "s")).from_(_relation(view).as_("s", quoted=True))
+        for k in node.keys:
+            select = select.where(k.condition(col(k.column, "s")))
+        return select
 
     def _change_read(self, node: Node) -> exp.Query:
         assert isinstance(node, ChangeRead)

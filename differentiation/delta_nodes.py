@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from differentiation.plan import Node, Scalar, Scan
 
 WHENS = ("start", "end")
@@ -221,11 +223,51 @@ class Consolidate(Node):
 
 
 @dataclass(frozen=True)
+class KeyProbe:
+    """The values of one key: the union of these base-table columns over their change reads."""
+
+    reads: tuple[tuple[str, str], ...]  # (base table, column)
+    type: str  # the Spark SQL type every read column and the pruned column share
+
+
+@dataclass(frozen=True)
+class KeyFilter:
+    """A literal predicate on a snapshot's column: `values` (an IN list) when given, else any of the inclusive
+    `ranges`. Values are Spark SQL literal texts of `type`; no values and no ranges keep no row."""
+
+    column: str
+    type: str
+    values: tuple[str, ...] | None = None
+    ranges: tuple[tuple[str, str], ...] = ()
+
+    def label(self) -> str:
+        if self.values is not None:
+            return f"{self.column} IN ({len(self.values)} values)"
+        spans = ", ".join(f"{lo}..{hi}" for lo, hi in self.ranges[:3]) + (", ..." if len(self.ranges) > 3 else "")
+        return f"{self.column} IN [{spans}]"
+
+    def condition(self, column: exp.Expression) -> exp.Expression:
+        def literal(text: str) -> exp.Expression:
+            return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build(self.type, dialect="spark"))
+
+        if self.values is not None:
+            if not self.values:
+                return exp.false()
+            return exp.In(this=column, expressions=[literal(v) for v in self.values])
+        if not self.ranges:
+            return exp.false()
+        return exp.or_(*(exp.EQ(this=column.copy(), expression=literal(lo)) if lo == hi else
+                         exp.Between(this=column.copy(), low=literal(lo), high=literal(hi))
+                         for lo, hi in self.ranges))
+
+
+@dataclass(frozen=True)
 class Snapshot(Leaf):
     """A base table read at one end of the interval: what `At` becomes once pushed into the leaves (`push_at`)."""
 
     scan: Scan
     when: str
+    keys: tuple[KeyFilter, ...] = ()  # rows kept: those passing every filter (`prune.prune_keys`)
 
     def __post_init__(self) -> None:
         if self.when not in WHENS:
@@ -239,7 +281,8 @@ class Snapshot(Leaf):
         return False
 
     def label(self) -> str:
-        return f"{self.scan.label()} @{'I0' if self.when == 'start' else 'I1'}"
+        pruned = "".join(f" keys {k.label()}" for k in self.keys)
+        return f"{self.scan.label()} @{'I0' if self.when == 'start' else 'I1'}{pruned}"
 
 
 @dataclass(frozen=True)

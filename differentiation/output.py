@@ -8,23 +8,32 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from differentiation.build import build_plan
-from differentiation.compile import compile_plan
-from differentiation.delta_nodes import At
+from differentiation import prune
+from differentiation.compile import compile_plan, push_at
+from differentiation.delta_nodes import At, KeyFilter, KeyProbe
 from differentiation.derive import ChangeFormat, Derivative, differentiate
 from differentiation.plan import Node
+from differentiation.prune import PruneSite
 from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
 from differentiation.sources import Sources, When
 from differentiation.sql import ACTION, ROW_ID, alias, col, ident
 
 
-def changes_query(d: Derivative, sources: Sources) -> exp.Select:
+def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
+    """The join terms of `d` whose snapshot side can be pruned by the keys of change reads (`prune.py`)."""
+    return prune.key_probes(push_at(d.plan))
+
+
+def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
     ISUPDATE is computed last, over the minimum delta: true exactly when a DELETE and an INSERT
     share a row id. Shapes without consolidation (ADDED_ONLY, REMOVED_ONLY, NO_DATA) hold one action
-    only, so ISUPDATE is false there, as it always is for APPEND_ONLY.
+    only, so ISUPDATE is false there, as it always is for APPEND_ONLY. `keys`: the values the caller read for
+    the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
     """
-    compiler, body = compile_plan(d.plan, sources)
+    plan = prune.prune_keys(push_at(d.plan), keys) if keys else d.plan
+    compiler, body = compile_plan(plan, sources)
     if d.shape == "MINIMIZE" and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])

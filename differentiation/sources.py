@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
+from differentiation.delta_nodes import KeyFilter
+
 When = Literal["start", "end"]
 
 
@@ -11,9 +13,10 @@ class Sources(Protocol):
     """Where the rendered SQL reads base tables from. Implementations do the I/O; the compiler only
     names what they return (a quoted view name)."""
 
-    def snapshot(self, table: str, when: When) -> str:
+    def snapshot(self, table: str, when: When, keys: tuple[KeyFilter, ...] = ()) -> str:
         """A relation with the table's columns plus `__row_id` STRING (unique, stable across updates),
-        as of the interval start ("start" = I0) or end ("end" = I1)."""
+        as of the interval start ("start" = I0) or end ("end" = I1). `keys` (from key pruning): the query
+        keeps only rows passing them, so the relation may leave out files whose statistics rule them out."""
         ...
 
     def changes(self, table: str) -> str:

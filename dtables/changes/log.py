@@ -38,6 +38,7 @@ class FileAction:
     partition_values: tuple[tuple[str, str | None], ...]
     has_deletion_vector: bool
     num_records: int | None
+    stats: str | None = field(default=None, compare=False, repr=False)  # the action's statistics JSON
 
     @property
     def file_name(self) -> str:
@@ -62,6 +63,7 @@ class FileAction:
             partition_values=tuple(sorted((body.get("partitionValues") or {}).items())),
             has_deletion_vector=body.get("deletionVector") is not None,
             num_records=num_records,
+            stats=stats or None,
         )
 
 

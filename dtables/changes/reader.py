@@ -29,6 +29,7 @@ row-tracking id of updated and copied rows), unique within the table and distinc
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -39,7 +40,7 @@ from pyspark.sql import types as T
 
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
-from dtables.changes.log import DeltaLog, TableMetadata
+from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RCV, RID, scan_change_files, scan_files, table_schema
 from dtables.changes.shapes import ChangePlan, FileScan, Shape, check_files_retained, plan_changes
 from dtables.changes.storage import join
@@ -288,8 +289,12 @@ def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]
     )
 
 
-def snapshot(spark: Any, table: str, version: int, *, location: str | None = None) -> DataFrame:
-    """The table at ``version`` (time travel): table columns + ``__row_id``, the same ids change reads give."""
+def snapshot(spark: Any, table: str, version: int, *, location: str | None = None,
+             keep: Callable[[FileAction], bool] | None = None) -> DataFrame:
+    """The table at ``version`` (time travel): table columns + ``__row_id``, the same ids change reads give.
+
+    ``keep``: the caller filters the rows so that no row of a file ``keep`` refuses survives (key pruning); such
+    files are left out of a direct read (Delta's time travel skips files by the caller's filter itself)."""
     location = location or resolve_location(spark, table)
     log = open_log(spark, Interval(table, version, version, location))
     if not 0 <= version <= log.latest_version:
@@ -309,6 +314,8 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
                                                         for f in files):
         # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py): the
         # same rows and ids as Delta's time travel below, without the Spark job that rebuilds the snapshot.
+        if keep is not None:  # at least one file, so the read has the table's schema (the filter empties it)
+            files = tuple(f for f in files if keep(f)) or files[:1]
         df = scan_files(spark, location, meta, FileScan(files, version, True))
         row_id = F.col(RID)
     else:

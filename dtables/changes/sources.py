@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import differentiation as diff
-from dtables.changes.interval import Interval
+from dtables.changes.interval import Interval, open_log
+from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MIN_BYTES, file_filter, probe_keys
+from dtables.changes.log import DeltaLog
 from dtables.changes.reader import redundant_delta, snapshot
+from dtables.changes.scan import table_schema
 from dtables.changes.shapes import change_stats
 
 _view_names = itertools.count()
@@ -23,12 +26,14 @@ _view_names = itertools.count()
 class IntervalSources:
     """Snapshots at each interval's start and end version, and redundant deltas between them."""
 
-    def __init__(self, spark: Any, intervals: Mapping[str, Interval]):
+    def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None):
         self.spark = spark
         self.intervals = intervals
-        self._views: dict[tuple[str, str], str] = {}
+        self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
+        self._views: dict[tuple[str, object], str] = {}
+        self._logs: dict[str, DeltaLog] = {}
 
-    def _view(self, table: str, kind: str, build: Callable[[], Any]) -> str:
+    def _view(self, table: str, kind: object, build: Callable[[], Any]) -> str:
         key = (table, kind)
         if key not in self._views:
             name = f"__dtables_src_{next(_view_names)}"
@@ -36,10 +41,36 @@ class IntervalSources:
             self._views[key] = name
         return f"`{self._views[key]}`"
 
-    def snapshot(self, table: str, when: str) -> str:
+    def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
         version = i.start_version if when == "start" else i.end_version
-        return self._view(table, when, lambda: snapshot(self.spark, i.table, version, location=i.location or None))
+        keep = file_filter(keys, self._types(table)) if keys else None
+        return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
+                                                                location=i.location or None, keep=keep))
+
+    def _types(self, table: str) -> dict[str, str]:
+        i = self.intervals[table]
+        meta = self._log(table).metadata_at(i.end_version)
+        return {f.name: f.dataType.simpleString() for f in table_schema(meta).fields}
+
+    def _log(self, table: str) -> DeltaLog:
+        if table not in self._logs:
+            i = self.intervals[table]
+            self._logs[table] = open_log(self.spark, i)
+        return self._logs[table]
+
+    def _bytes(self, table: str, when: str) -> int | None:
+        i = self.intervals[table]
+        return self._log(table).size_at(i.start_version if when == "start" else i.end_version)
+
+    def key_filters(self, sites: tuple[diff.PruneSite, ...]) -> dict[diff.KeyProbe, diff.KeyFilter]:
+        """The keys of the change reads each prunable join term needs (`differentiation.key_probes`), read in one
+        Spark job, for the terms whose snapshot is big enough (``spark.dtables.refresh.keyPruningMinBytes``); none
+        with ``spark.dtables.refresh.keyPruning=false``."""
+        if not sites or str(self.settings.conf.get(KEY_PRUNING, "true")).lower() == "false":
+            return {}
+        min_bytes = int(self.settings.conf.get(MIN_BYTES, str(DEFAULT_MIN_BYTES)))
+        return probe_keys(self.spark, sites, self.changes, self._bytes, min_bytes)
 
     def changes(self, table: str) -> str:
         return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table]))

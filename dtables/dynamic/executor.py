@@ -289,7 +289,7 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
         clone = session.spark.newSession()
         if action.action == INCREMENTAL:
             _tune_for_small_changes(session, clone)
-        refresh_sources = RefreshSources(clone, d.frontier, sources)
+        refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
         columns = d.columns
         if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
             columns = _output_columns(clone, refresh_sources, d)

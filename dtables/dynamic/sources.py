@@ -26,9 +26,10 @@ def _visible(df: Any) -> Any:
 class RefreshSources(IntervalSources):
     """Intervals (stored frontier, version at the data timestamp] of every source; a new source starts at its end."""
 
-    def __init__(self, spark: Any, before: Mapping[str, int], after: Mapping[str, SourceVersion]):
+    def __init__(self, spark: Any, before: Mapping[str, int], after: Mapping[str, SourceVersion],
+                 settings: Any = None):
         super().__init__(spark, {n: Interval(n, before.get(n, s.version), s.version, s.location)
-                                 for n, s in after.items()})
+                                 for n, s in after.items()}, settings)
 
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""

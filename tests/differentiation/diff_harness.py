@@ -60,7 +60,7 @@ class ViewSources:
         self.views = views
         self.state_view: str | None = None
 
-    def snapshot(self, table: str, when: str) -> str:
+    def snapshot(self, table: str, when: str, keys: tuple = ()) -> str:
         return f"`{self.views[table][when]}`"
 
     def changes(self, table: str) -> str:

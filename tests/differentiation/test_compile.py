@@ -20,7 +20,7 @@ SCHEMA = {"r": {"k": "INT", "v": "INT"}, "s": {"k": "INT", "w": "DECIMAL(10,2)"}
 class Names:
     """Sources that name relations after what they hold, so tests can count reads."""
 
-    def snapshot(self, table: str, when: str) -> str:
+    def snapshot(self, table: str, when: str, keys: tuple = ()) -> str:
         return f"`snap_{table}_{when}`"
 
     def changes(self, table: str) -> str:

@@ -16,6 +16,7 @@ import datetime as dt
 import itertools
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.sql.dialect import parse_one, to_spark
@@ -77,14 +79,16 @@ def _rows(session: Any, sql: str) -> list[tuple]:
 
 
 @pytest.fixture
-def base(dt: Any) -> Any:
+def base(dt: Any) -> Iterator[Any]:
     """The four tables, once per test function (hypothesis reuses them across its examples; a session per module
     would go stale when other tests' sessions re-register the shared Spark catalog)."""
     session = dt
     for k, table in enumerate(TABLES):
         session.sql(f"CREATE TABLE {table} (i INT, v INT)")
         session.sql(f"INSERT INTO {table} VALUES (1, 0), (2, 1), (2, 1), (3, NULL), (NULL, 2), ({k % 3 + 1}, 3)")
-    return session
+    session.spark.conf.set(KEY_PRUNING_MIN_BYTES, "0")  # every join term a probe can prune is pruned
+    yield session
+    session.spark.conf.unset(KEY_PRUNING_MIN_BYTES)
 
 
 def _stored_rows_equal(session: Any, query: str) -> None:

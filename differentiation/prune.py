@@ -1,0 +1,192 @@
+"""Key pruning: a join term ΔQ ⋈ R reads of R only the rows whose join key some row of ΔQ carries.
+
+In Δ(orders ⋈ lineitem) = orders@I0 ⋈ Δlineitem + Δorders ⋈ lineitem@I1, the second term needs of lineitem only
+the lines of the changed orders. The keys of a change set are cheap to find when they come straight from change
+reads (the small part of a refresh), so the caller reads them first (`key_probes` says what to read), and the
+plan is rewritten (`prune_keys`) so that the snapshot of R is read with literal predicates on its key column:
+predicates Delta's file statistics and Parquet's row-group and page indexes can use, which a join cannot.
+
+Both steps are pure rewrites of a pushed plan (`compile.push_at`: snapshots are leaves). A probe may over-state the
+keys (it ignores filters and reads every change of every term of a sum): the filter only has to keep every row
+that can match. The filter is placed on the snapshot leaf itself, so the path from the join to the leaf may only
+cross operators a filter on that column commutes with (filters, projections of the bare column, the matching
+side of inner joins and the preserved side of outer joins, group keys, DISTINCT, unions, semi-join restrictions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from differentiation.delta_nodes import ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, Restrict, Snapshot, Sum
+from differentiation.plan import Aggregate, Distinct, Filter, Join, Node, Project, UnionAll
+from differentiation.rewrite import map_children
+
+
+@dataclass(frozen=True)
+class PruneSite:
+    """A join term that a probe can prune: the snapshot `table` (read at `when`) it would restrict."""
+
+    probe: KeyProbe
+    table: str
+    when: str
+
+
+def _equalities(condition: exp.Expression | None) -> list[tuple[str, str]]:
+    """Column = column conjuncts of a join condition, as name pairs."""
+    if condition is None:
+        return []
+    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    pairs = []
+    for c in conjuncts:
+        if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
+            pairs.append((c.this.name, c.expression.name))
+    return pairs
+
+
+def _base(scan_alias: str, column: str) -> str:
+    return column[len(scan_alias) + 1:]
+
+
+def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
+    """(table, column, type) of every change read whose values include those of `column` in change set `node`;
+    None when some values may come from a snapshot (finding them would cost a scan)."""
+    if isinstance(node, ChangeRead):
+        base = _base(node.scan.alias, column)
+        return ((node.scan.table, base, dict(node.scan.schema)[base]),)
+    if isinstance(node, Empty):
+        return ()
+    if isinstance(node, (Filter, Consolidate, Restrict)):
+        return _change_reads(node.child, column)
+    if isinstance(node, Project):
+        expr = dict(node.outputs)[column].expr
+        return _change_reads(node.child, expr.name) if isinstance(expr, exp.Column) else None
+    if isinstance(node, Join):
+        side = node.left if column in node.left.columns() else node.right
+        return _change_reads(side, column) if side.is_delta else None
+    if isinstance(node, (Sum, UnionAll)):
+        inputs = node.terms if isinstance(node, Sum) else node.inputs
+        position = node.columns().index(column)
+        found: list[tuple[str, str, str]] = []
+        for child in inputs:
+            reads = _change_reads(child, child.columns()[position])
+            if reads is None:
+                return None
+            found += reads
+        return tuple(found)
+    return None
+
+
+LeafRewrite = Callable[[Snapshot, str], Node]
+
+
+def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | None:
+    """`node` with the snapshot leaf that `column` comes from replaced by `at_leaf(leaf, base column)`; None when
+    a filter on `column` does not commute with some operator on the way (or the column is computed)."""
+    def down(child: Node, name: str) -> Node | None:
+        new = _restrict_state(child, name, at_leaf)
+        return None if new is None else map_children(node, lambda c: new if c is child else c)
+
+    if isinstance(node, Snapshot):
+        return at_leaf(node, _base(node.scan.alias, column))
+    if isinstance(node, (Filter, Distinct, Restrict)):
+        return down(node.child, column)
+    if isinstance(node, Project):
+        expr = dict(node.outputs)[column].expr
+        return down(node.child, expr.name) if isinstance(expr, exp.Column) else None
+    if isinstance(node, Aggregate):
+        keys = dict(node.keys)
+        if column not in keys or not isinstance(keys[column].expr, exp.Column):
+            return None
+        return down(node.child, keys[column].expr.name)
+    if isinstance(node, Join) and not node.is_delta:
+        in_left = column in node.left.columns()
+        preserved = {"inner": True, "cross": True, "left": in_left, "right": not in_left, "full": False}
+        if not preserved[node.kind]:
+            return None
+        return down(node.left if in_left else node.right, column)
+    if isinstance(node, UnionAll) and not node.is_delta:
+        position = node.columns().index(column)
+        inputs = []
+        for child in node.inputs:
+            new = _restrict_state(child, child.columns()[position], at_leaf)
+            if new is None:
+                return None
+            inputs.append(new)
+        return node.copy(inputs=tuple(inputs))
+    return None
+
+
+def _leaf_of(state: Node, column: str) -> tuple[Snapshot, str] | None:
+    found: list[tuple[Snapshot, str]] = []
+
+    def note(leaf: Snapshot, base: str) -> Node:
+        found.append((leaf, base))
+        return leaf
+
+    return found[0] if _restrict_state(state, column, note) is not None and len(found) == 1 else None
+
+
+def _sites(join: Join) -> list[tuple[str, Snapshot, KeyProbe]]:
+    """(state-side column, the snapshot leaf it comes from, the probe of its keys) for each equality of `join`
+    whose keys change reads give and whose state side a filter on the column can restrict."""
+    if join.kind != "inner" or join.left.is_delta == join.right.is_delta:
+        return []
+    delta, state = (join.left, join.right) if join.left.is_delta else (join.right, join.left)
+    sites = []
+    for a, b in _equalities(join.condition.expr if join.condition is not None else None):
+        if a in state.columns():
+            a, b = b, a
+        if a not in delta.columns() or b not in state.columns():
+            continue
+        reads = _change_reads(delta, a)
+        leaf = _leaf_of(state, b) if reads is not None else None
+        if reads is None or leaf is None:
+            continue
+        kind = dict(leaf[0].scan.schema)[leaf[1]]
+        if any(t != kind for _, _, t in reads):
+            continue  # a literal cast between types could drop rows that match
+        sites.append((b, leaf[0], KeyProbe(tuple(sorted({(t, c) for t, c, _ in reads})), kind)))
+    return sites
+
+
+def _joins(plan: Node) -> list[Join]:
+    seen: dict[Node, None] = {}
+    for n in plan.walk():
+        if isinstance(n, Join):
+            seen.setdefault(n, None)
+    return list(seen)
+
+
+def key_probes(plan: Node) -> tuple[PruneSite, ...]:
+    """The join terms of a pushed change plan whose snapshot side a probe of change reads can prune."""
+    sites = {PruneSite(probe, leaf.scan.table, leaf.when): None
+             for join in _joins(plan) for _, leaf, probe in _sites(join)}
+    return tuple(sites)
+
+
+def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
+    """`plan` (pushed) with the snapshot side of every join term whose probe has a filter read through it
+    (`filters[probe]` holds the values; each leaf gets them on its own column)."""
+    def rewrite(node: Node) -> Node:
+        node = map_children(node, rewrite)
+        if not isinstance(node, Join):
+            return node
+        for column, _, probe in _sites(node):
+            if probe not in filters:
+                continue
+            f = filters[probe]
+
+            def narrow(leaf: Snapshot, base: str, f: KeyFilter = f) -> Node:
+                keyed = KeyFilter(base, f.type, f.values, f.ranges)
+                return leaf if keyed in leaf.keys else leaf.copy(keys=leaf.keys + (keyed,))
+
+            if node.right.is_delta:
+                node = node.copy(left=_restrict_state(node.left, column, narrow))
+            else:
+                node = node.copy(right=_restrict_state(node.right, column, narrow))
+        return node
+
+    return rewrite(plan)

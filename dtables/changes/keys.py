@@ -1,0 +1,149 @@
+"""Key pruning's I/O: read the keys of change reads (`probe_keys`, one Spark job for every probe of a refresh) and
+skip the data files whose statistics rule them out (`file_filter`).
+
+The plan side is `differentiation/prune.py`. Keys of integral, decimal and date columns become at most
+`MAX_RANGES` inclusive ranges, merged across the widest gaps so that appended keys (one range above the old maximum)
+and clustered keys skip whole files; other types become an IN list up to `MAX_VALUES` values, else their min..max.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from sqlglot import exp
+
+from differentiation import KeyFilter, KeyProbe, PruneSite
+from differentiation.sql import alias, call, col, ident
+from dtables.changes.log import FileAction
+
+MAX_RANGES = 32  # OR-ed ranges Parquet's filters and the file statistics check per key
+MAX_VALUES = 1000  # IN-list values for keys without an order we can measure gaps in
+MAX_COLLECTED = 100_000  # distinct keys brought to the driver; beyond, only min..max
+KEY_PRUNING = "spark.dtables.refresh.keyPruning"  # false: never probe (to compare)
+MIN_BYTES = "spark.dtables.refresh.keyPruningMinBytes"
+DEFAULT_MIN_BYTES = 32 * 1024 * 1024  # below, a scan costs less than the job that reads the keys
+
+_INTEGRAL = re.compile(r"^(tinyint|smallint|int|integer|bigint|byte|short|long)$", re.I)
+_DECIMAL = re.compile(r"^decimal(\(\s*\d+\s*(,\s*\d+\s*)?\))?$", re.I)
+
+
+def _order(type_: str) -> Callable[[Any], Any] | None:
+    """A Python value of the key's text (or statistics value) in the column's order, for types with a gap."""
+    t = type_.strip()
+    if _INTEGRAL.match(t):
+        return lambda v: int(v)
+    if _DECIMAL.match(t):
+        return lambda v: Decimal(str(v))
+    if t.lower() == "date":
+        return lambda v: datetime.date.fromisoformat(str(v)[:10])
+    return None
+
+
+def _gap(a: Any, b: Any) -> Any:
+    return (b - a).days if isinstance(a, datetime.date) else b - a
+
+
+def _ranges(values: Sequence[str], order: Callable[[str], Any], limit: int) -> tuple[tuple[str, str], ...]:
+    """Sorted distinct values -> at most `limit` inclusive ranges, split at the widest gaps."""
+    if len(values) <= limit:
+        return tuple((v, v) for v in values)
+    typed = [order(v) for v in values]
+    gaps = sorted(range(1, len(values)), key=lambda i: _gap(typed[i - 1], typed[i]), reverse=True)[:limit - 1]
+    bounds = [0, *sorted(gaps), len(values)]
+    return tuple((values[a], values[b - 1]) for a, b in zip(bounds, bounds[1:]))
+
+
+def key_filter(probe: KeyProbe, count: int, low: str | None, high: str | None,
+               values: Sequence[str] | None) -> KeyFilter:
+    """The filter of a probe's result: `count` distinct keys, their min and max, and their sorted texts when
+    they were collected."""
+    if count == 0 or low is None or high is None:
+        return KeyFilter("", probe.type, values=())
+    order = _order(probe.type)
+    if values is None:
+        return KeyFilter("", probe.type, ranges=((low, high),))
+    if order is not None:
+        return KeyFilter("", probe.type, ranges=_ranges(values, order, MAX_RANGES))
+    if len(values) <= MAX_VALUES:
+        return KeyFilter("", probe.type, values=tuple(values))
+    return KeyFilter("", probe.type, ranges=((low, high),))
+
+
+def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> exp.Select:
+    """One query with a row per probe: (probe, n, lo, hi, ks), over the change reads `changes(table)` names."""
+    rows = []
+    for i, probe in enumerate(probes):
+        reads = [exp.select(alias(col(column), "k")).from_(exp.maybe_parse(changes(table), into=exp.Table,
+                                                                           dialect="spark"))
+                 for table, column in probe.reads]
+        union: exp.Query = reads[0]
+        for r in reads[1:]:
+            union = exp.Union(this=union, expression=r, distinct=False)
+        n = exp.Count(this=exp.Distinct(expressions=[col("k")]))
+        as_text = exp.Lambda(this=exp.Cast(this=col("x"), to=exp.DataType.build("STRING")),
+                             expressions=[ident("x")])
+        collected = call("transform", call("slice", call("array_sort", call("collect_set", col("k"))),
+                                           exp.Literal.number(1), exp.Literal.number(MAX_COLLECTED + 1)), as_text)
+        rows.append(exp.select(
+            alias(exp.Literal.number(i), "probe"), alias(n, "n"),
+            alias(exp.Cast(this=exp.Min(this=col("k")), to=exp.DataType.build("STRING")), "lo"),
+            alias(exp.Cast(this=exp.Max(this=col("k")), to=exp.DataType.build("STRING")), "hi"),
+            alias(collected, "ks")).from_(union.subquery("c")))
+    out: exp.Query = rows[0]
+    for r in rows[1:]:
+        out = exp.Union(this=out, expression=r, distinct=False)
+    return out  # type: ignore[return-value]
+
+
+def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], str],
+               table_bytes: Callable[[str, str], int | None], min_bytes: int) -> dict[KeyProbe, KeyFilter]:
+    """Read the keys of every probe whose pruned snapshot is at least `min_bytes` (`table_bytes(table, when)`;
+    unknown sizes count as large), all in one Spark job; {} when no probe is worth it."""
+    probes: dict[KeyProbe, None] = {}
+    for site in sites:
+        size = table_bytes(site.table, site.when)
+        if size is None or size >= min_bytes:
+            probes.setdefault(site.probe, None)
+    if not probes:
+        return {}
+    ordered = list(probes)
+    rows = spark.sql(probe_query(ordered, changes).sql(dialect="spark")).collect()
+    found = {}
+    for row in rows:
+        probe = ordered[row["probe"]]
+        values = list(row["ks"]) if row["ks"] is not None and len(row["ks"]) <= MAX_COLLECTED else None
+        found[probe] = key_filter(probe, row["n"], row["lo"], row["hi"], values)
+    return found
+
+
+def file_filter(keys: Sequence[KeyFilter], types: Mapping[str, str]) -> Callable[[FileAction], bool]:
+    """Whether a data file may hold a row passing every filter, by its statistics (min/max per column). Files
+    without statistics for a column, and columns of types whose statistics we do not compare, are kept."""
+    checks = []
+    for k in keys:
+        order = _order(types.get(k.column, ""))
+        if order is None:
+            continue
+        spans = ([(order(v), order(v)) for v in k.values] if k.values is not None
+                 else [(order(lo), order(hi)) for lo, hi in k.ranges])
+        checks.append((k.column, order, spans))
+
+    def keep(f: FileAction) -> bool:
+        if not checks or not f.stats:
+            return True
+        stats = json.loads(f.stats, parse_float=Decimal)
+        low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
+        for column, order, spans in checks:
+            if column not in low or column not in high or low[column] is None or high[column] is None:
+                continue
+            lo, hi = order(low[column]), order(high[column])
+            if not any(a <= hi and b >= lo for a, b in spans):
+                return False
+        return True
+
+    return keep

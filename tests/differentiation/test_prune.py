@@ -1,0 +1,70 @@
+"""Key pruning as plan rewrites (no Spark): which join terms a probe of change reads can prune, and where the
+literal filter lands (only where a filter on the key commutes with every operator on the way)."""
+
+from __future__ import annotations
+
+from differentiation import KeyFilter, build_plan, changes_query, differentiate, key_probes
+from differentiation.compile import push_at
+from differentiation.delta_nodes import Snapshot
+from differentiation.prune import prune_keys
+
+SCHEMA = {"r": {"k": "INT", "v": "INT"}, "s": {"k": "INT", "w": "INT"}, "t": {"k": "INT", "x": "INT"},
+          "b": {"k": "BIGINT", "y": "INT"}}
+
+
+class Names:
+    def snapshot(self, table: str, when: str, keys: tuple = ()) -> str:
+        return f"`snap_{table}_{when}{'_pruned' if keys else ''}`"
+
+    def changes(self, table: str) -> str:
+        return f"`changes_{table}`"
+
+
+def _sites(sql: str) -> set[tuple[tuple[tuple[str, str], ...], str, str]]:
+    return {(s.probe.reads, s.table, s.when) for s in key_probes(differentiate(build_plan(sql, SCHEMA)))}
+
+
+def _pruned_leaves(sql: str) -> set[tuple[str, str, str, str]]:
+    """(table, when, column, the table whose changes gave the keys) of every filtered snapshot leaf."""
+    d = differentiate(build_plan(sql, SCHEMA))
+    filters = {s.probe: KeyFilter("", s.probe.type, values=tuple(t for t, _ in s.probe.reads)) for s in key_probes(d)}
+    plan = prune_keys(push_at(d.plan), filters)
+    return {(n.scan.table, n.when, k.column, v) for n in plan.walk() if isinstance(n, Snapshot) for k in n.keys
+            for v in k.values or ()}
+
+
+def test_each_side_of_an_equi_join_is_pruned_by_the_other_sides_change_keys() -> None:
+    sql = "SELECT r.v, s.w FROM r JOIN s ON r.k = s.k"
+    assert _sites(sql) == {(((("r", "k"),), "s", "end")), ((("s", "k"),), "r", "start")}
+    assert _pruned_leaves(sql) == {("s", "end", "k", "r"), ("r", "start", "k", "s")}
+
+
+def test_keys_pass_through_inner_joins_and_group_keys_but_not_computed_or_cast_keys() -> None:
+    # Δt ⋈ (r ⋈ s)@I0: the filter on s.k reaches s's snapshot through the inner join below it
+    assert ("s", "start", "k", "t") in _pruned_leaves(
+        "SELECT r.v, t.x FROM r JOIN s ON r.k = s.k JOIN t ON s.k = t.k")
+    # Δr ⋈ (GROUP BY k over s)@I1: a filter on a group key commutes with the aggregate
+    assert ("s", "end", "k", "r") in _pruned_leaves(
+        "SELECT r.v, g.c FROM r JOIN (SELECT k, count(*) AS c FROM s GROUP BY k) g ON r.k = g.k")
+    assert _sites("SELECT r.v, s.w FROM r JOIN s ON r.k + 1 = s.k") == set()
+    assert _sites("SELECT r.v, b.y FROM r JOIN b ON r.k = b.k") == set()  # INT against BIGINT: no literal cast
+
+
+def test_the_null_supplying_side_of_an_outer_join_is_never_filtered() -> None:
+    # (r LEFT JOIN s)@I0 ⋈ Δt on s.k: a filter below an outer join changes which rows it pads with NULLs, so the
+    # rewrite does not push one into the null-supplying side (nor, by s.k, into r)
+    leaves = _pruned_leaves("SELECT r.v, t.x FROM r LEFT JOIN s ON r.k = s.k JOIN t ON s.k = t.k")
+    assert not any(table in ("r", "s") and source == "t" for table, _, _, source in leaves), leaves
+    # on the preserved side the filter commutes: Δt ⋈ (r LEFT JOIN s)@I0 on r.k prunes r
+    leaves = _pruned_leaves("SELECT r.v, t.x FROM r LEFT JOIN s ON r.k = s.k JOIN t ON r.k = t.k")
+    assert ("r", "start", "k", "t") in leaves
+
+
+def test_pruned_snapshots_compile_to_a_literal_filter_and_a_separate_read() -> None:
+    d = differentiate(build_plan("SELECT r.v, s.w FROM r JOIN s ON r.k = s.k", SCHEMA))
+    filters = {s.probe: KeyFilter("", s.probe.type, ranges=(("1", "4"), ("9", "9"))) for s in key_probes(d)}
+    text = changes_query(d, Names(), filters).sql("spark")
+    assert "snap_s_end_pruned" in text and "snap_r_start_pruned" in text
+    assert "BETWEEN CAST('1' AS INT) AND CAST('4' AS INT)" in text and "= CAST('9' AS INT)" in text
+    empty = {s.probe: KeyFilter("", s.probe.type, values=()) for s in key_probes(d)}
+    assert "WHERE FALSE" in changes_query(d, Names(), empty).sql("spark")
