@@ -185,7 +185,7 @@ def view_changes(session: Session, name: str, bounds: Bounds, information: str =
         derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
-    query = diff.changes_query(derivative, IntervalSources(session.spark, intervals))
+    query = IntervalSources(session.spark, intervals).changes_query(derivative)
     return session.spark.sql(query.sql(dialect="spark"))
 
 

@@ -63,6 +63,11 @@ class IntervalSources:
         i = self.intervals[table]
         return self._log(table).size_at(i.start_version if when == "start" else i.end_version)
 
+    def changes_query(self, derivative: diff.Derivative) -> Any:
+        """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
+        keys of the change reads (one probe job when some term is worth it)."""
+        return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)))
+
     def key_filters(self, sites: tuple[diff.PruneSite, ...]) -> dict[diff.KeyProbe, diff.KeyFilter]:
         """The keys of the change reads each prunable join term needs (`differentiation.key_probes`), read in one
         Spark job, for the terms whose snapshot is big enough (``spark.dtables.refresh.keyPruningMinBytes``); none
@@ -70,7 +75,13 @@ class IntervalSources:
         if not sites or str(self.settings.conf.get(KEY_PRUNING, "true")).lower() == "false":
             return {}
         min_bytes = int(self.settings.conf.get(MIN_BYTES, str(DEFAULT_MIN_BYTES)))
-        return probe_keys(self.spark, sites, self.changes, self._bytes, min_bytes)
+        return probe_keys(self.spark, sites, self._kept_changes, self._bytes, min_bytes)
+
+    def _kept_changes(self, table: str) -> str:
+        """The change read, kept as the probe computes it (Spark's local checkpoint), so the change query that
+        follows reads the kept rows rather than reading the table's changed files a second time."""
+        return self._view(table, "changes",
+                          lambda: redundant_delta(self.spark, self.intervals[table]).localCheckpoint(eager=False))
 
     def changes(self, table: str) -> str:
         return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table]))

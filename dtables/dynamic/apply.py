@@ -24,7 +24,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from differentiation import changes_query, key_probes, snapshot_query
+from differentiation import snapshot_query
 from differentiation.sql import alias, cast, col, ident
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
@@ -159,7 +159,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         if state_version is None:
             raise ValueError("an aggregate maintained from its stored state needs the table version holding it")
         register_state(clone, location, state_version, action, columns)
-    changes = changes_query(action.derivative, sources, sources.key_filters(key_probes(action.derivative)))
+    changes = sources.changes_query(action.derivative)
     plan_cols = action.plan.columns()
     if action.write == "APPEND":
         appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), ROW_ID_COLUMN))

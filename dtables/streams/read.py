@@ -129,7 +129,7 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
         derivative = diff.differentiate(plan, diff.ChangeFormat[stream.mode], stats)
     except diff.UnsupportedQuery as e:
         raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from None
-    return scope.spark.sql(diff.changes_query(derivative, sources).sql(dialect="spark"))
+    return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))
 
 
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:
