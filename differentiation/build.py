@@ -15,6 +15,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from differentiation.errors import UnsupportedQuery
+from differentiation.pushdown import push_filters_into_joins
 from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll
 from differentiation.support import check_buildable, position_of
 
@@ -37,7 +38,7 @@ def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
         tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot resolve query against the schema: {e}", "name resolution") from e
-    return _Builder(schema).query(tree, {})
+    return push_filters_into_joins(_Builder(schema).query(tree, {}))
 
 
 def _nested_schema(schema: Schema) -> dict[str, object]:

@@ -15,7 +15,7 @@ from typing import Any
 import differentiation as diff
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MIN_BYTES, file_filter, probe_keys
-from dtables.changes.log import DeltaLog
+from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.reader import redundant_delta, snapshot
 from dtables.changes.scan import table_schema
 from dtables.changes.shapes import change_stats
@@ -32,6 +32,7 @@ class IntervalSources:
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
         self._views: dict[tuple[str, object], str] = {}
         self._logs: dict[str, DeltaLog] = {}
+        self.pruning: list[dict[str, Any]] = []  # snapshot reads narrowed by keys (files: 0 of 0 = Delta's scan)
 
     def _view(self, table: str, kind: object, build: Callable[[], Any]) -> str:
         key = (table, kind)
@@ -44,9 +45,23 @@ class IntervalSources:
     def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
         version = i.start_version if when == "start" else i.end_version
-        keep = file_filter(keys, self._types(table)) if keys else None
+        keep = self._counted(table, when, keys, file_filter(keys, self._types(table))) if keys else None
         return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
                                                                 location=i.location or None, keep=keep))
+
+    def _counted(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
+                 keep: Callable[[FileAction], bool]) -> Callable[[FileAction], bool]:
+        """``keep``, counting into ``self.pruning`` the files it is asked about and those it keeps."""
+        entry = {"table": table, "at": when, "keys": [k.label() for k in keys], "files": 0, "of": 0}
+        self.pruning.append(entry)
+
+        def counting(f: FileAction) -> bool:
+            kept = keep(f)
+            entry["of"] += 1
+            entry["files"] += int(kept)
+            return kept
+
+        return counting
 
     def _types(self, table: str) -> dict[str, str]:
         i = self.intervals[table]

@@ -304,6 +304,8 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
         location = _location(session, name)
         _fault("before_write")
         counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
+        if refresh_sources.pruning:
+            history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
         _fault("after_write")
         commit = committed_refresh(session.spark, location, min_sequence=seq)
         if commit is None:

@@ -37,7 +37,7 @@ COLUMNS = (
     ("rows_updated", "bigint"), ("target_version", "bigint"), ("started_at", "timestamp"),
     ("ended_at", "timestamp"), ("state", "string"), ("error", "string"), ("write_kind", "string"),
     ("spark_jobs", "bigint"), ("job_seconds", "double"), ("driver_seconds", "double"), ("bytes_read", "bigint"),
-    ("records_read", "bigint"),
+    ("records_read", "bigint"), ("pruning", "string"),
 )
 
 
@@ -68,6 +68,7 @@ class RefreshRecord:
     driver_seconds: float | None = None
     bytes_read: int | None = None
     records_read: int | None = None
+    pruning: str | None = None  # JSON: the snapshot reads narrowed by change keys, files read of all (keys.py)
 
 
 def new_refresh_id() -> str:
@@ -109,7 +110,7 @@ def _record(row: Any) -> RefreshRecord:
         target_version=r["target_version"], started_at=from_iso(r["started_at"]),  # type: ignore[arg-type]
         ended_at=from_iso(r["ended_at"]), state=r["state"], error=r["error"], write_kind=r.get("write_kind"),
         spark_jobs=r.get("spark_jobs"), job_seconds=r.get("job_seconds"), driver_seconds=r.get("driver_seconds"),
-        bytes_read=r.get("bytes_read"), records_read=r.get("records_read"))
+        bytes_read=r.get("bytes_read"), records_read=r.get("records_read"), pruning=r.get("pruning"))
 
 
 def records(store: StateStore, name: str | None = None, since: dt.datetime | None = None,

@@ -116,4 +116,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE refresh_history ADD COLUMN bytes_read INTEGER;    -- input bytes of the jobs' stages
     ALTER TABLE refresh_history ADD COLUMN records_read INTEGER;
     """,
+    # 7: the snapshot reads a refresh narrowed by the keys of its changes (JSON list; see dtables.changes.keys).
+    """
+    ALTER TABLE refresh_history ADD COLUMN pruning TEXT;  -- [{table, at, keys, files, of}], files read of all
+    """,
 )

@@ -83,6 +83,11 @@ def test_new_keys_read_only_the_new_files_of_the_other_side(shop: Any) -> None:
     whole = _refresh(shop)
     # the unpruned refresh reads all 6,000 lines and 2,000 orders; the pruned one the new files and the probe's
     assert whole.records_read > 8000 and pruned.records_read < 100, (pruned.records_read, whole.records_read)
+    # the history says which snapshot reads were narrowed and how many files they read of the version's
+    reads = {(r["table"], r["at"]): (r["files"], r["of"]) for r in json.loads(pruned.pruning)}
+    (lines_read, lines), (orders_read, orders) = reads[("default.l", "end")], reads[("default.o", "start")]
+    assert lines >= 5 and lines_read <= lines - 4 and (orders_read, orders >= 4) == (0, True), reads
+    assert whole.pruning is None
 
 
 @pytest.mark.slow  # the default suite's property tests run deletes and updates with pruning forced
