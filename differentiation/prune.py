@@ -27,11 +27,12 @@ from differentiation.rewrite import map_children
 
 @dataclass(frozen=True)
 class PruneSite:
-    """A join term that a probe can prune: the snapshot `table` (read at `when`) it would restrict."""
+    """A join term that a probe can prune: the snapshot `table` (read at `when`) it would restrict on `column`."""
 
     probe: KeyProbe
     table: str
     when: str
+    column: str
 
 
 def _equalities(condition: exp.Expression | None) -> list[tuple[str, str]]:
@@ -129,8 +130,9 @@ def _leaf_of(state: Node, column: str) -> tuple[Snapshot, str] | None:
     return found[0] if _restrict_state(state, column, note) is not None and len(found) == 1 else None
 
 
-def _sites(join: Join) -> list[tuple[str, Snapshot, KeyProbe]]:
-    """(state-side column, the snapshot leaf it comes from, the probe of its keys) for each equality of `join`
+def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+    """(state-side column, the snapshot leaf it comes from and its column there, the probe of its keys) for each
+    equality of `join`
     whose keys change reads give and whose state side a filter on the column can restrict."""
     if join.kind != "inner" or join.left.is_delta == join.right.is_delta:
         return []
@@ -148,7 +150,7 @@ def _sites(join: Join) -> list[tuple[str, Snapshot, KeyProbe]]:
         kind = dict(leaf[0].scan.schema)[leaf[1]]
         if any(t != kind for _, _, t in reads):
             continue  # a literal cast between types could drop rows that match
-        sites.append((b, leaf[0], KeyProbe(tuple(sorted({(t, c) for t, c, _ in reads})), kind)))
+        sites.append((b, leaf[0], leaf[1], KeyProbe(tuple(sorted({(t, c) for t, c, _ in reads})), kind)))
     return sites
 
 
@@ -162,8 +164,8 @@ def _joins(plan: Node) -> list[Join]:
 
 def key_probes(plan: Node) -> tuple[PruneSite, ...]:
     """The join terms of a pushed change plan whose snapshot side a probe of change reads can prune."""
-    sites = {PruneSite(probe, leaf.scan.table, leaf.when): None
-             for join in _joins(plan) for _, leaf, probe in _sites(join)}
+    sites = {PruneSite(probe, leaf.scan.table, leaf.when, base): None
+             for join in _joins(plan) for _, leaf, base, probe in _sites(join)}
     return tuple(sites)
 
 
@@ -174,7 +176,7 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
         node = map_children(node, rewrite)
         if not isinstance(node, Join):
             return node
-        for column, _, probe in _sites(node):
+        for column, _, _, probe in _sites(node):
             if probe not in filters:
                 continue
             f = filters[probe]

@@ -138,12 +138,52 @@ def _typed(e: exp.Expression, types: dict[str, str]) -> tuple[str, tuple[int, in
         return _typed(e.this, types)
     if isinstance(e, exp.Cast):
         return _with_decimal(_normal(e.to.sql(dialect="spark")))
+    if isinstance(e, (exp.Case, exp.If)):
+        return _branches_type([_typed(b, types) for b in _branches(e) if not isinstance(b, exp.Null)])
     if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
         left, right = _typed(e.left, types), _typed(e.right, types)
         if left is None or right is None:
             return None
         return _arithmetic(type(e), left, right)
     return None
+
+
+def _branches(e: exp.Expression) -> list[exp.Expression]:
+    """The values a CASE (or IF) can return; a missing ELSE is NULL."""
+    if isinstance(e, exp.If):
+        return [e.args["true"], e.args.get("false") or exp.Null()]
+    return [i.args["true"] for i in e.args.get("ifs") or []] + [e.args.get("default") or exp.Null()]
+
+
+def _branches_type(typed: list[tuple[str, tuple[int, int] | None] | None]) -> tuple[str, tuple[int, int] | None] | None:
+    """Spark's common type of CASE branches (TypeCoercion.findWiderCommonType), numeric branches only. Unlike
+    arithmetic, a branch counts as its type, not as its literal's minimum precision."""
+    if not typed or any(t is None for t in typed):
+        return None
+    out: tuple[str, tuple[int, int] | None] | None = None
+    for t, _ in typed:  # type: ignore[misc]
+        this = _with_decimal(t)
+        if this is None:
+            return None
+        out = this if out is None else _wider(out, this)
+    return out
+
+
+def _wider(a: tuple[str, tuple[int, int] | None], b: tuple[str, tuple[int, int] | None]) -> tuple[str, tuple[int, int] | None]:
+    (at, ad), (bt, bd) = a, b
+    if at == bt:
+        return a
+    if "DOUBLE" in (at, bt):
+        return "DOUBLE", None
+    if at in _INTEGRAL_RANK and bt in _INTEGRAL_RANK:
+        wider = max(at, bt, key=_INTEGRAL_RANK.index)
+        return wider, _INTEGRAL_AS_DECIMAL[wider]
+    assert ad is not None and bd is not None
+    # integral with decimal: the decimal when it holds every value of the integral type, else both widened
+    (p1, s1), (p2, s2) = ad, bd
+    scale = max(s1, s2)
+    p, s = _bounded(max(p1 - s1, p2 - s2) + scale, scale)
+    return f"DECIMAL({p},{s})", (p, s)
 
 
 def _with_decimal(t: str) -> tuple[str, tuple[int, int] | None] | None:

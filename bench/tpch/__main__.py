@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             size = session.table(auto).count()
             done.append((q, inc, rec, size))
             _say(f"  {q.name}: {inc.action} {inc.seconds:.2f} s ({inc.jobs} jobs, {inc.rows_touched} rows) | "
-                 f"FULL {rec.seconds:.2f} s ({rec.jobs} jobs)")
+                 f"FULL {rec.seconds:.2f} s ({rec.jobs} jobs)" + (f" | files read by key: {inc.pruned}"
+                                                                   if inc.pruned else ""))
         sdp = None
         if spec is not None:
             sdp = pipelines.run(spec, batch, args.driver_memory)
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(report.Row(
                 batch, q.name, modes[q.name][0], inc.action, modes[q.name][1] or inc.reason or "", inc.seconds,
                 inc.jobs, inc.rows_touched, rec.seconds, rec.jobs, rec.rows_touched,
-                sdp.flows.get(q.name) if sdp else None, size))
+                sdp.flows.get(q.name) if sdp else None, size, inc.pruned))
 
     title = f"TPC-H SF {args.sf:g}, {args.master}"
     report.print_table(rows, batch_rows, sdp_totals)

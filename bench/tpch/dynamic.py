@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ class Refresh:
     rows_inserted: int
     rows_deleted: int
     rows_updated: int
+    pruned: str = ""  # snapshot reads narrowed by the change's join keys: "lineitem@I1 1/5 files, ..."
 
     @property
     def rows_touched(self) -> int:
@@ -55,7 +57,14 @@ def refresh(session: Any, name: str, data_timestamp: Any) -> Refresh:
     seconds = time.perf_counter() - start
     record = records[-1]
     return Refresh(name, record.action, record.reason, seconds, record.spark_jobs or 0, record.rows_inserted or 0,
-                   record.rows_deleted or 0, record.rows_updated or 0)
+                   record.rows_deleted or 0, record.rows_updated or 0, pruned_reads(record.pruning))
+
+
+def pruned_reads(pruning: str | None) -> str:
+    """The history's `pruning` JSON in short: table@end files read/of the version's files, per narrowed read."""
+    reads = json.loads(pruning) if pruning else []
+    return ", ".join(f"{r['table'].split('.')[-1]}@{'I0' if r['at'] == 'start' else 'I1'} {r['files']}/{r['of']}"
+                     for r in reads)
 
 
 def query_columns(session: Any, name: str) -> list[str]:

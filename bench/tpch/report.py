@@ -24,6 +24,7 @@ class Row:
     full_rows: int | None
     sdp_s: float | None  # the query's flow in the pipeline run (None: not run or failed)
     result_rows: int  # rows in the dynamic table after the refresh
+    inc_pruned: str = ""  # the INCREMENTAL refresh's snapshot reads narrowed by join keys (files read/of)
 
     @property
     def full_over_inc(self) -> float | None:

@@ -27,6 +27,8 @@ MAX_COLLECTED = 100_000  # distinct keys brought to the driver; beyond, only min
 KEY_PRUNING = "spark.dtables.refresh.keyPruning"  # false: never probe (to compare)
 MIN_BYTES = "spark.dtables.refresh.keyPruningMinBytes"
 DEFAULT_MIN_BYTES = 32 * 1024 * 1024  # below, a scan costs less than the job that reads the keys
+MAX_KEPT_FRACTION = 0.5  # keys that leave more of a snapshot's bytes to read are not used to filter it
+MAX_FRACTION = "spark.dtables.refresh.keyPruningMaxFraction"  # 1: filter whatever the keys leave (tests)
 
 _INTEGRAL = re.compile(r"^(tinyint|smallint|int|integer|bigint|byte|short|long)$", re.I)
 _DECIMAL = re.compile(r"^decimal(\(\s*\d+\s*(,\s*\d+\s*)?\))?$", re.I)

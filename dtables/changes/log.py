@@ -39,6 +39,7 @@ class FileAction:
     has_deletion_vector: bool
     num_records: int | None
     stats: str | None = field(default=None, compare=False, repr=False)  # the action's statistics JSON
+    size: int | None = field(default=None, compare=False, repr=False)  # bytes of the file
 
     @property
     def file_name(self) -> str:
@@ -64,6 +65,7 @@ class FileAction:
             has_deletion_vector=body.get("deletionVector") is not None,
             num_records=num_records,
             stats=stats or None,
+            size=body.get("size"),
         )
 
 

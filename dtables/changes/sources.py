@@ -14,7 +14,7 @@ from typing import Any
 
 import differentiation as diff
 from dtables.changes.interval import Interval, open_log
-from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MIN_BYTES, file_filter, probe_keys
+from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MAX_FRACTION, MAX_KEPT_FRACTION, MIN_BYTES, file_filter, probe_keys
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.reader import redundant_delta, snapshot
 from dtables.changes.scan import table_schema
@@ -26,8 +26,11 @@ _view_names = itertools.count()
 class IntervalSources:
     """Snapshots at each interval's start and end version, and redundant deltas between them."""
 
-    def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None):
+    def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None,
+                 keep_changes: bool = False):
         self.spark = spark
+        self.keep_changes = keep_changes  # cache probed change reads (the caller calls ``release``)
+        self._cached: list[Any] = []
         self.intervals = intervals
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
         self._views: dict[tuple[str, object], str] = {}
@@ -86,17 +89,44 @@ class IntervalSources:
     def key_filters(self, sites: tuple[diff.PruneSite, ...]) -> dict[diff.KeyProbe, diff.KeyFilter]:
         """The keys of the change reads each prunable join term needs (`differentiation.key_probes`), read in one
         Spark job, for the terms whose snapshot is big enough (``spark.dtables.refresh.keyPruningMinBytes``); none
-        with ``spark.dtables.refresh.keyPruning=false``."""
+        with ``spark.dtables.refresh.keyPruning=false``. A probe whose keys leave more than half of every snapshot
+        it would narrow to be read (keys scattered over the whole key range) is dropped: its filter would cost
+        more to evaluate than it saves."""
         if not sites or str(self.settings.conf.get(KEY_PRUNING, "true")).lower() == "false":
             return {}
         min_bytes = int(self.settings.conf.get(MIN_BYTES, str(DEFAULT_MIN_BYTES)))
-        return probe_keys(self.spark, sites, self._kept_changes, self._bytes, min_bytes)
+        changes = self._kept_changes if self.keep_changes else self.changes
+        found = probe_keys(self.spark, sites, changes, self._bytes, min_bytes)
+        fraction = float(self.settings.conf.get(MAX_FRACTION, str(MAX_KEPT_FRACTION)))
+        return {s.probe: found[s.probe] for s in sites
+                if s.probe in found and (fraction >= 1 or self._narrows(s, found[s.probe], fraction))}
+
+    def _narrows(self, site: diff.PruneSite, keys: diff.KeyFilter, fraction: float) -> bool:
+        """Whether ``keys`` leave at most ``fraction`` of the site's snapshot bytes to read, by the files'
+        statistics (True when the checksum lists no files: Delta's scan then skips files by the filter itself)."""
+        i = self.intervals[site.table]
+        files = self._log(site.table).files_at(i.start_version if site.when == "start" else i.end_version)
+        if files is None:
+            return True
+        keep = file_filter([diff.KeyFilter(site.column, keys.type, keys.values, keys.ranges)], self._types(site.table))
+        total = sum(f.size or 0 for f in files)
+        return total > 0 and sum(f.size or 0 for f in files if keep(f)) <= fraction * total
 
     def _kept_changes(self, table: str) -> str:
-        """The change read, kept as the probe computes it (Spark's local checkpoint), so the change query that
-        follows reads the kept rows rather than reading the table's changed files a second time."""
-        return self._view(table, "changes",
-                          lambda: redundant_delta(self.spark, self.intervals[table]).localCheckpoint(eager=False))
+        """The change read, cached as the probe computes it, so the change query that follows reads the kept
+        rows rather than the table's changed files a second time (``release`` drops them)."""
+        def build() -> Any:
+            df = redundant_delta(self.spark, self.intervals[table]).cache()
+            self._cached.append(df)
+            return df
+
+        return self._view(table, "changes", build)
+
+    def release(self) -> None:
+        """Drop the change reads cached for probes (callers that know when their query has run)."""
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
 
     def changes(self, table: str) -> str:
         return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table]))

@@ -68,3 +68,15 @@ def test_pruned_snapshots_compile_to_a_literal_filter_and_a_separate_read() -> N
     assert "BETWEEN CAST('1' AS INT) AND CAST('4' AS INT)" in text and "= CAST('9' AS INT)" in text
     empty = {s.probe: KeyFilter("", s.probe.type, values=()) for s in key_probes(d)}
     assert "WHERE FALSE" in changes_query(d, Names(), empty).sql("spark")
+
+
+def test_where_keys_of_comma_joins_become_join_conditions_and_filters_move_to_their_sides() -> None:
+    plan = build_plan("SELECT r.v, t.x FROM r, s, t WHERE r.k = s.k AND s.k = t.k AND r.v > 1 AND s.w + t.x > 0 "
+                      "AND 1 = 1", SCHEMA)
+    text = plan.to_text()
+    assert "Join cross" not in text and "Join inner ON `s.k` = `t.k` AND `s.w` + `t.x` > 0" in text, text
+    assert "Join inner ON `r.k` = `s.k`" in text and "  Filter `r.v` > 1" in text
+    assert _sites("SELECT r.v, s.w FROM r, s WHERE r.k = s.k") == _sites("SELECT r.v, s.w FROM r JOIN s ON r.k = s.k")
+    # an outer join keeps its WHERE above it (a filter there removes the NULL-padded rows it made)
+    assert build_plan("SELECT r.v FROM r LEFT JOIN s ON r.k = s.k WHERE s.w IS NULL", SCHEMA).to_text().count(
+        "Filter") == 1

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle_rows, table_rows
 
+from dtables.changes.keys import MAX_FRACTION as KEY_PRUNING_MAX_FRACTION
 from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.dynamic import definition as defs
 
@@ -80,11 +81,13 @@ def check_script(connect: Any, script: list, write: str) -> set[str]:
     if write == "MERGE":
         session.spark.conf.set(REWRITE_LIMIT, "0")
     session.spark.conf.set(KEY_PRUNING_MIN_BYTES, "0")  # join terms read their snapshot side by the change's keys
+    session.spark.conf.set(KEY_PRUNING_MAX_FRACTION, "1")
     try:
         return _check_script(session, script, write)
     finally:
         session.spark.conf.unset(REWRITE_LIMIT)
         session.spark.conf.unset(KEY_PRUNING_MIN_BYTES)
+        session.spark.conf.unset(KEY_PRUNING_MAX_FRACTION)
 
 
 def _check_script(session: Any, script: list, write: str) -> set[str]:

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from dtables.changes.keys import MAX_FRACTION as KEY_PRUNING_MAX_FRACTION
 from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
@@ -87,8 +88,10 @@ def base(dt: Any) -> Iterator[Any]:
         session.sql(f"CREATE TABLE {table} (i INT, v INT)")
         session.sql(f"INSERT INTO {table} VALUES (1, 0), (2, 1), (2, 1), (3, NULL), (NULL, 2), ({k % 3 + 1}, 3)")
     session.spark.conf.set(KEY_PRUNING_MIN_BYTES, "0")  # every join term a probe can prune is pruned
+    session.spark.conf.set(KEY_PRUNING_MAX_FRACTION, "1")
     yield session
     session.spark.conf.unset(KEY_PRUNING_MIN_BYTES)
+    session.spark.conf.unset(KEY_PRUNING_MAX_FRACTION)
 
 
 def _stored_rows_equal(session: Any, query: str) -> None:
