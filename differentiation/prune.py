@@ -51,6 +51,12 @@ def _base(scan_alias: str, column: str) -> str:
     return column[len(scan_alias) + 1:]
 
 
+def _renamed(project: Project, column: str) -> str | None:
+    """The input column an output of `project` passes through unchanged (None when it is computed)."""
+    expr = dict(project.outputs)[column].expr
+    return expr.name if isinstance(expr, exp.Column) else None
+
+
 def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
     """(table, column, type) of every change read whose values include those of `column` in change set `node`;
     None when some values may come from a snapshot (finding them would cost a scan)."""
@@ -62,8 +68,8 @@ def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] |
     if isinstance(node, (Filter, Consolidate, Restrict)):
         return _change_reads(node.child, column)
     if isinstance(node, Project):
-        expr = dict(node.outputs)[column].expr
-        return _change_reads(node.child, expr.name) if isinstance(expr, exp.Column) else None
+        source = _renamed(node, column)
+        return None if source is None else _change_reads(node.child, source)
     if isinstance(node, Join):
         side = node.left if column in node.left.columns() else node.right
         return _change_reads(side, column) if side.is_delta else None
@@ -95,8 +101,8 @@ def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | Non
     if isinstance(node, (Filter, Distinct, Restrict)):
         return down(node.child, column)
     if isinstance(node, Project):
-        expr = dict(node.outputs)[column].expr
-        return down(node.child, expr.name) if isinstance(expr, exp.Column) else None
+        source = _renamed(node, column)
+        return None if source is None else down(node.child, source)
     if isinstance(node, Aggregate):
         keys = dict(node.keys)
         if column not in keys or not isinstance(keys[column].expr, exp.Column):

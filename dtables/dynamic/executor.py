@@ -303,10 +303,7 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
         history.update(store, rid, sequence=seq)
         location = _location(session, name)
         _fault("before_write")
-        try:
-            counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
-        finally:
-            refresh_sources.release()
+        counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
         if refresh_sources.pruning:
             history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
         _fault("after_write")
