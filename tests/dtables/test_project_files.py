@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from dtables.project import ProjectError, load_project
 from dtables.project.validate import validate_project
@@ -81,3 +82,66 @@ def test_cycles_are_named(project):
     (project / "models" / "b.sql").write_text("SELECT x FROM {{ ref('a') }}\n")
     with pytest.raises(ProjectError, match=r"default.a -> default.b -> default.a|default.b -> default.a -> default.b"):
         validate_project(project)
+
+
+# -- issue 22, item 3: validation linear in the length of the query --------------------------------------------------
+
+
+def _depth(tree) -> int:
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in node.iter_expressions())
+    return deepest
+
+
+def test_a_long_sum_is_checked_on_a_tree_of_logarithmic_depth(project, monkeypatch):
+    """sqlglot's scope analysis walks from every column up to its SELECT, so on the left-deep tree of ``v + v + ...``
+    qualification costs terms x depth = n^2 (4,000 terms took 15 s). The tree the checker hands to sqlglot must be
+    about log n deep; the check stops at once (not after minutes) when it is not."""
+    from dtables.project import validate
+
+    real_qualify = validate.qualify
+    depths: list[int] = []
+
+    def measuring_qualify(tree, **kwargs):
+        depths.append(_depth(tree))
+        assert depths[-1] < 100, f"the checked tree is {depths[-1]} levels deep: qualification would be quadratic"
+        return real_qualify(tree, **kwargs)
+
+    monkeypatch.setattr(validate, "qualify", measuring_qualify)
+    terms = " + ".join(["quantity"] * 4000)
+    (project / "models" / "long_sum.sql").write_text(f"SELECT order_id,\n  {terms} AS q\nFROM order_lines\n")
+    p = validate_project(project)
+    assert "long_sum" in {m.name.split(".")[1] for m in p.dynamic_tables} and max(depths) < 100
+    # still checked: an unknown column in the middle of a long AND chain is found and has its line
+    conditions = "\n  AND ".join(["quantity > 0"] * 500 + ["nocol = 1"] + ["quantity > 0"] * 500)
+    (project / "models" / "long_sum.sql").write_text(f"SELECT order_id\nFROM order_lines\nWHERE {conditions}\n")
+    with pytest.raises(ProjectError, match=r"long_sum.sql:503: .*nocol"):
+        validate_project(project)
+
+
+def test_regrouping_a_long_chain_keeps_its_columns_and_types():
+    from dtables.project.validate import shallow
+    from dtables.sql.dialect import parse_one
+    from sqlglot.optimizer.annotate_types import annotate_types
+    from sqlglot.optimizer.qualify import qualify
+
+    schema = {"default": {"t": {"i": "INT", "d": "DECIMAL(10, 2)", "s": "STRING"}}}
+    query = ("SELECT " + " + ".join(["i"] * 40 + ["d"] * 40) + " AS n, " + " || ".join(["s"] * 90) + " AS c, "
+             + " AND ".join(["i > 0"] * 90) + " AS b FROM t")
+
+    def typed(tree):
+        out = annotate_types(qualify(tree, schema=schema, dialect="spark", db="default"), schema=schema,
+                             dialect="spark")
+        return [(s.alias_or_name, s.type.sql("spark")) for s in out.selects]
+
+    def leaves(tree):
+        return [c.sql() for c in tree.find_all(exp.Column, exp.Literal, bfs=False)]
+
+    regrouped = shallow(parse_one(query))
+    assert _depth(regrouped) < 20 < _depth(parse_one(query))
+    assert leaves(regrouped) == leaves(parse_one(query))  # same operands, same order
+    assert typed(regrouped) == typed(parse_one(query))
+    assert shallow(parse_one("SELECT i + i + i AS n FROM t")).sql() == "SELECT i + i + i AS n FROM t"  # short: as is
