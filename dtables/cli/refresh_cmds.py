@@ -17,11 +17,11 @@ PLAN_COLUMNS = ["kind", "name", "status", "refresh", "why"]
 
 
 def _plan(project: Path, profile: Optional[str]):  # type: ignore[no-untyped-def]
-    from dtables.project import load_project
     from dtables.project.deploy import plan_project
+    from dtables.project.validate import validate_project
 
+    spec = validate_project(project, profile)  # every file checked before Spark starts or anything changes
     session = project_session(project, profile)
-    spec = load_project(project, profile)
     return session, spec, plan_project(session, spec)
 
 

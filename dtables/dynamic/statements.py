@@ -27,10 +27,10 @@ from dtables.sql.dynamic_syntax import (
     CreateDynamicTable,
     DescribeDynamicTable,
     DropDynamicTable,
+    SettingError,
     ShowDynamicTables,
+    target_lag,
 )
-from scheduler.errors import SchedulerError
-from scheduler.periods import parse_target_lag
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -108,10 +108,9 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
             return session.spark.createDataFrame([(f"dynamic table {name} already exists",)], "status string")
         if not tree.args.get("replace"):
             raise DynamicTableError(f"dynamic table {name} already exists; use CREATE OR REPLACE DYNAMIC TABLE")
-    lag = tree.args["target_lag"].name
     try:
-        parse_target_lag(lag)
-    except SchedulerError as e:
+        lag = target_lag(tree.args["target_lag"].name)
+    except SettingError as e:
         raise DynamicTableError(f"dynamic table {name}: {e}") from None
     from dtables.change_queries import expand_views
 
@@ -217,10 +216,9 @@ def alter(session: Session, tree: exp.Expression, statement: str) -> Any:
     if action in ("SUSPEND", "RESUME"):
         defs.set_fields(session.store, name, state=defs.SUSPENDED if action == "SUSPEND" else defs.ACTIVE)
         return session.spark.createDataFrame([(f"dynamic table {name} {action.lower()}d",)], "status string")
-    lag = tree.args["target_lag"].name
     try:
-        parse_target_lag(lag)
-    except SchedulerError as e:
+        lag = target_lag(tree.args["target_lag"].name)
+    except SettingError as e:
         raise DynamicTableError(f"dynamic table {name}: {e}") from None
     defs.set_fields(session.store, name, target_lag=lag)
     return session.spark.createDataFrame([(f"dynamic table {name} target lag set to {lag}",)], "status string")

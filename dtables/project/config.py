@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dtables.errors import DtablesError
+from dtables.sql.dynamic_syntax import SettingError, setting
 
 CONFIG_FILE = "dtables.yml"
 
@@ -25,6 +26,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _as_in_sql(key: str) -> AfterValidator:
+    """A field read by the parser CREATE DYNAMIC TABLE uses for setting ``key``: what SQL refuses, files refuse."""
+
+    def check(value: str) -> str:
+        try:
+            return setting(key, value)
+        except SettingError as e:
+            raise ValueError(str(e)) from None
+
+    return AfterValidator(check)
+
+
+TargetLag = Annotated[str, _as_in_sql("TARGET_LAG")]
+RefreshMode = Annotated[str, _as_in_sql("REFRESH_MODE")]
+Initialize = Annotated[str, _as_in_sql("INITIALIZE")]
+
+
+def problem_text(error: Any) -> str:
+    """The words of one pydantic error: an unknown key, the parser's own message, or pydantic's."""
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return str(error["msg"])
+
+
 class SparkSettings(_Strict):
     master: str | None = None
     remote: str | None = None
@@ -32,9 +59,9 @@ class SparkSettings(_Strict):
 
 
 class Defaults(_Strict):
-    target_lag: str = "1 hour"
-    refresh_mode: Literal["AUTO", "INCREMENTAL", "FULL"] = "AUTO"
-    initialize: Literal["ON_CREATE", "ON_SCHEDULE"] = "ON_CREATE"
+    target_lag: TargetLag = "1 hour"
+    refresh_mode: RefreshMode = "AUTO"
+    initialize: Initialize = "ON_CREATE"
 
 
 class Profile(_Strict):
@@ -108,8 +135,7 @@ def parse_config(text: str, source: str = CONFIG_FILE) -> ProjectConfig:
             loc = tuple(err["loc"])
             line = _line_of(text, loc)
             key = ".".join(str(x) for x in loc)
-            message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"{source}{f':{line}' if line else ''}: {key}: {message}")
+            problems.append(f"{source}{f':{line}' if line else ''}: {key}: {problem_text(err)}")
         raise ProjectError("\n".join(problems)) from None
 
 

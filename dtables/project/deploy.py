@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import differentiation as diff
+from dtables.project.config import ProjectError
 from dtables.project.loader import DynamicTableSpec, Project
 from dtables.project.validate import check_project
 
@@ -104,26 +105,54 @@ def _seed(session: Any, table: str, path: Any) -> None:
     df.write.format("delta").mode("append").saveAsTable(table)
 
 
-def apply_plan(session: Any, project: Project, plan: tuple[PlannedChange, ...]) -> list[PlannedChange]:
-    """Carry out a plan; returns the changes made. Stops at the first failure (its error names the object)."""
-    done: list[PlannedChange] = []
-    sources = {s.name: s for s in project.sources}
-    for change in plan:
-        if change.status == UNCHANGED:
-            continue
-        if change.kind == "source":
-            spec = sources[change.name]
-            session.sql(spec.statement)
-            if spec.seed is not None:
+def _describe(changes: list[PlannedChange]) -> str:
+    return ", ".join(f"{c.kind} {c.name} ({c.status.lower()})" for c in changes) or "nothing"
+
+
+def _carry_out(session: Any, project: Project, change: PlannedChange) -> None:
+    if change.kind == "source":
+        spec = next(s for s in project.sources if s.name == change.name)
+        session.sql(spec.statement)
+        if spec.seed is not None:
+            try:
                 _seed(session, spec.name, spec.seed)
-        elif change.kind == "dynamic table" and change.status in (NEW, CHANGED):
-            session.sql(project.dynamic_table(change.name).create_statement())
-        elif change.kind == "stream":
-            statement = next(s.statement for s in project.streams if s.name == change.name)
-            session.sql(statement)
+            except Exception:
+                # unseeded, the table would be UNCHANGED on the next apply and never get its first rows
+                session.sql(f"DROP TABLE IF EXISTS {spec.name}")
+                raise
+    elif change.kind == "dynamic table" and change.status in (NEW, CHANGED):
+        session.sql(project.dynamic_table(change.name).create_statement())
+    elif change.kind == "dynamic table" and change.status == REMOVED:
+        session.sql(f"DROP DYNAMIC TABLE IF EXISTS {change.name}")
+    elif change.kind == "stream":
+        session.sql(next(s.statement for s in project.streams if s.name == change.name))
+
+
+def apply_plan(session: Any, project: Project, plan: tuple[PlannedChange, ...]) -> list[PlannedChange]:
+    """Carry out a plan; returns the changes made.
+
+    Nothing is changed when a change of the plan is known to fail (REFRESH_MODE = INCREMENTAL on a query that
+    cannot be maintained). Each object is made by one statement that either takes effect or leaves nothing (a
+    source whose seed fails is dropped again), so a failure stops the apply with an error naming the object, the
+    cause and what was made before it; rerunning apply after the fix finds those UNCHANGED and carries on.
+    """
+    refused = [c for c in plan if c.refresh == "ERROR"]
+    if refused:
+        raise ProjectError("nothing applied: " + "; ".join(
+            f"{project.dynamic_table(c.name).path}: dynamic table {c.name}: {c.reason}" for c in refused))
+    steps = [c for c in plan if c.status != UNCHANGED and not (c.kind == "dynamic table" and c.status == REMOVED)]
+    # dynamic tables no longer in the folder go last, downstream first
+    steps += [c for c in reversed(plan) if c.kind == "dynamic table" and c.status == REMOVED]
+    done: list[PlannedChange] = []
+    for change in steps:
+        try:
+            _carry_out(session, project, change)
+        except Exception as e:  # noqa: BLE001 - any failure stops the apply; the message says where it got to
+            raise ProjectError(
+                f"apply stopped at {change.kind} {change.name}: {e}\n"
+                f"made before it: {_describe(done)}\n"
+                f"not made: {_describe([c for c in steps if c is not change and c not in done])}\n"
+                "fix the cause and run apply again: what was made is UNCHANGED then and the rest is carried out"
+            ) from e
         done.append(change)
-    for change in reversed(plan):
-        if change.kind == "dynamic table" and change.status == REMOVED:
-            session.sql(f"DROP DYNAMIC TABLE IF EXISTS {change.name}")
-            done.append(change)
     return done

@@ -4,6 +4,11 @@
     sources/*.sql          CREATE TABLE statements; seeds/<table>.csv loads a new table's first rows
     models/*.sql           one dynamic table per file, named after the file: a SELECT, settings in leading
                            `-- key: value` comment lines (target_lag, refresh_mode, initialize, comment)
+
+Names of sources, models and streams are SQL identifiers (``[A-Za-z_][A-Za-z0-9_]*``, optionally ``db.name``): a
+model's file name is written unquoted into its CREATE DYNAMIC TABLE. Settings are read by the parser of
+``CREATE DYNAMIC TABLE`` (``dtables.sql.dynamic_syntax.setting``), and every statement ``apply`` would send is parsed
+by the SQL parser here, so what SQL refuses the project refuses before anything runs.
     streams/*.sql          CREATE STREAM statements
     macros/*.sql           Jinja macros, callable from every file
 
@@ -16,22 +21,51 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dtables.catalog import normalize
-from dtables.project.config import ProjectConfig, ProjectError, format_problems, load_config
+from dtables.project.config import (
+    Initialize,
+    ProjectConfig,
+    ProjectError,
+    RefreshMode,
+    TargetLag,
+    format_problems,
+    load_config,
+    problem_text,
+)
 
 _HEADER = re.compile(r"^\s*--\s*([A-Za-z_]+)\s*:\s*(.*?)\s*$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (``name`` or ``db.name``) is not an unquoted SQL identifier, or None when it is one."""
+    from dtables.sql.dialect import parse_one
+    from sqlglot.errors import ParseError
+
+    parts = name.split(".")
+    if len(parts) > 2 or not all(_IDENTIFIER.match(part) for part in parts):
+        return (f"{name!r} is not a SQL identifier: a name is ASCII letters, digits and _, not starting with a "
+                "digit (db.name for another database)")
+    try:  # a keyword (select, from, ...) is a word the SQL parser does not take for a name
+        tree = parse_one(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = DOWNSTREAM AS SELECT 1")
+        read = [part.name for part in tree.this.parts]
+    except (ParseError, AttributeError):
+        read = []
+    if read != parts:
+        return f"{name!r} is a reserved word of SQL and cannot name a table unquoted"
+    return None
 
 
 class ModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    target_lag: str | None = None
-    refresh_mode: Literal["AUTO", "INCREMENTAL", "FULL"] | None = None
-    initialize: Literal["ON_CREATE", "ON_SCHEDULE"] | None = None
+    target_lag: TargetLag | None = None
+    refresh_mode: RefreshMode | None = None
+    initialize: Initialize | None = None
     comment: str | None = None
 
 
@@ -57,8 +91,11 @@ class DynamicTableSpec:
     reads: tuple[str, ...] = ()
 
     def create_statement(self) -> str:
-        comment = f" COMMENT = '{self.comment}'" if self.comment else ""
-        lag = self.target_lag if self.target_lag.upper() == "DOWNSTREAM" else f"'{self.target_lag}'"
+        from dtables.sql.dialect import to_spark
+        from sqlglot import exp
+
+        comment = f" COMMENT = {to_spark(exp.Literal.string(self.comment))}" if self.comment else ""
+        lag = "DOWNSTREAM" if self.target_lag.upper() == "DOWNSTREAM" else to_spark(exp.Literal.string(self.target_lag))
         return (f"CREATE OR REPLACE DYNAMIC TABLE {self.name} TARGET_LAG = {lag} REFRESH_MODE = "
                 f"{self.refresh_mode} INITIALIZE = {self.initialize}{comment} AS\n{self.query}")
 
@@ -184,7 +221,7 @@ def _header(path: Path, text: str) -> tuple[ModelSettings, int]:
         problems = []
         for err in e.errors():
             key = str(err["loc"][0]) if err["loc"] else "?"
-            message = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+            message = "unknown setting" if err["type"] == "extra_forbidden" else problem_text(err)
             problems.append(f"{path}:{lines_of.get(key, 1)}: {key}: {message}")
         raise ProjectError(format_problems(problems)) from None
     return settings, start + 1
@@ -205,6 +242,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
     """Read, render and check the structure of a project folder. Raises ProjectError naming file and line."""
     from dtables.sql.dialect import parse_one
     from dtables.sql.references import table_names
+    from dtables.streams.syntax import CreateStream
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
@@ -229,7 +267,11 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                                     f"{statement.split()[0].upper()}")
                     continue
                 target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-                name = normalize(f"{target.db}.{target.name}" if target.db else target.name)
+                written = f"{target.db}.{target.name}" if target.db else target.name
+                if name_problem(written):
+                    problems.append(f"{path}:{line}: source table name {name_problem(written)}")
+                    continue
+                name = normalize(written)
                 seed = next((p for p in (folder / "seeds").glob(f"{target.name}.*")
                              if p.suffix in (".csv", ".json", ".jsonl")), None)
                 sources.append(SourceSpec(name, statement, path, line, seed))
@@ -238,6 +280,9 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
 
     models: list[DynamicTableSpec] = []
     for path in sorted((folder / "models").glob("*.sql")):
+        if name_problem(path.stem):
+            problems.append(f"{path}: model name (the file's name) {name_problem(path.stem)}")
+            continue
         try:
             text = templates.render(path)
             settings, query_line = _header(path, text)
@@ -256,11 +301,20 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                 problems.append(f"{path}:{query_line}: a model holds one SELECT, not {type(tree).__name__}")
                 continue
             d = config.defaults
-            models.append(DynamicTableSpec(
+            spec = DynamicTableSpec(
                 name=normalize(path.stem), query=query, target_lag=settings.target_lag or d.target_lag,
                 refresh_mode=settings.refresh_mode or d.refresh_mode, initialize=settings.initialize or d.initialize,
                 comment=settings.comment, path=path, query_line=query_line,
-                reads=tuple(sorted({normalize(t) for t in table_names(tree)}))))
+                reads=tuple(sorted({normalize(t) for t in table_names(tree)})))
+            # What apply will send, through the SQL parser: anything the statement parser refuses is found now.
+            try:
+                parse_one(spec.create_statement())
+            except ParseError as e:
+                err = e.errors[0] if e.errors else {}
+                problems.append(f"{path}: the CREATE DYNAMIC TABLE this file makes is refused: "
+                                f"{err.get('description', e)}")
+                continue
+            models.append(spec)
         except ProjectError as e:
             problems.append(str(e))
 
@@ -268,11 +322,21 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
     for path in sorted((folder / "streams").glob("*.sql")):
         try:
             for statement, line in _statements(path, templates.render(path)):
-                match = re.search(r"STREAM\s+(?:IF\s+NOT\s+EXISTS\s+)?([`\w.]+)", statement, re.IGNORECASE)
-                if match is None:
+                try:
+                    tree = parse_one(statement)
+                except ParseError as e:
+                    err = e.errors[0] if e.errors else {}
+                    problems.append(f"{path}:{line + (err.get('line') or 1) - 1}: syntax error: "
+                                    f"{err.get('description', e)}")
+                    continue
+                if not isinstance(tree, CreateStream) or not isinstance(tree.this, exp.Table):
                     problems.append(f"{path}:{line}: streams hold CREATE STREAM statements")
                     continue
-                streams.append(StreamSpec(normalize(match.group(1)), statement, path, line))
+                written = f"{tree.this.db}.{tree.this.name}" if tree.this.db else tree.this.name
+                if name_problem(written):
+                    problems.append(f"{path}:{line}: stream name {name_problem(written)}")
+                    continue
+                streams.append(StreamSpec(normalize(written), statement, path, line))
         except ProjectError as e:
             problems.append(str(e))
 

@@ -25,6 +25,51 @@ REFRESH_MODES = ("AUTO", "INCREMENTAL", "FULL")
 INITIALIZE_MODES = ("ON_CREATE", "ON_SCHEDULE")
 
 
+# -- the values of the settings: one parser for SQL and for project files (dtables.yml, model headers) -------------
+
+
+class SettingError(ValueError):
+    """A dynamic-table setting's value is refused; the message names the setting and what it accepts."""
+
+
+def choice(key: str, value: str, allowed: tuple[str, ...]) -> str:
+    """``value`` as one of ``allowed`` (any case), or SettingError."""
+    word = value.strip().upper()
+    if word not in allowed:
+        raise SettingError(f"{key} must be one of {', '.join(allowed)}, not {word or 'nothing'}")
+    return word
+
+
+def target_lag(text: str) -> str:
+    """A TARGET_LAG as stored: ``DOWNSTREAM`` (any case) or the text, once the scheduler can schedule it
+    (``'<n> seconds|minutes|hours|days'``, at least one second); SettingError otherwise (``soon``, ``-5 minutes``,
+    ``0 seconds``, ``1000 years``)."""
+    from scheduler.errors import TargetLagError
+    from scheduler.periods import parse_target_lag
+
+    try:
+        lag = parse_target_lag(text)
+    except TargetLagError as e:
+        raise SettingError(str(e)) from None
+    return "DOWNSTREAM" if lag.is_downstream else text.strip()
+
+
+def setting(key: str, value: str) -> str:
+    """The value of setting ``key`` (TARGET_LAG, REFRESH_MODE, INITIALIZE, COMMENT) as CREATE DYNAMIC TABLE takes
+    it; project files go through here too, so a value one accepts the other accepts."""
+    key = key.upper()
+    if key == "TARGET_LAG":
+        return target_lag(value)
+    if key == "REFRESH_MODE":
+        return choice(key, value, REFRESH_MODES)
+    if key == "INITIALIZE":
+        return choice(key, value, INITIALIZE_MODES)
+    if key == "COMMENT":
+        return value
+    raise SettingError(f"unknown dynamic table setting {key!r}; expected TARGET_LAG, REFRESH_MODE, INITIALIZE or "
+                       "COMMENT")
+
+
 class CreateDynamicTable(exp.Expression):
     arg_types = {"this": True, "query": True, "target_lag": True, "refresh_mode": False, "initialize": False,
                  "comment": False, "columns": False, "replace": False, "exists": False}
@@ -59,10 +104,11 @@ def _lag_value(p: DtablesParser) -> str:
 
 def _choice(p: DtablesParser, key: str, allowed: tuple[str, ...]) -> str:
     word = p._parse_var(any_token=True)
-    value = word.name.upper() if word is not None else ""
-    if value not in allowed:
-        p.raise_error(f"{key} must be one of {', '.join(allowed)}, not {value or 'nothing'}")
-    return value
+    try:
+        return choice(key, word.name if word is not None else "", allowed)
+    except SettingError as e:
+        p.raise_error(str(e))
+        return ""
 
 
 def parse_create_dynamic_table(p: DtablesParser) -> exp.Expression | None:

@@ -145,3 +145,65 @@ def test_regrouping_a_long_chain_keeps_its_columns_and_types():
     assert leaves(regrouped) == leaves(parse_one(query))  # same operands, same order
     assert typed(regrouped) == typed(parse_one(query))
     assert shallow(parse_one("SELECT i + i + i AS n FROM t")).sql() == "SELECT i + i + i AS n FROM t"  # short: as is
+
+
+# -- issue 22, item 2: project files checked by the same code as SQL ------------------------------------------------
+
+
+@pytest.mark.parametrize("stem", ["..x", "a`b", "a;b", "a b", "café", ".hidden", "1abc", "a.b.c", "select"])
+def test_model_file_names_must_be_sql_identifiers(project, stem):
+    (project / "models" / f"{stem}.sql").write_text("SELECT 1 AS x\n")
+    with pytest.raises(ProjectError) as refused:
+        validate_project(project)
+    assert f"{stem}.sql: model name" in str(refused.value)
+
+
+def test_source_and_stream_names_must_be_sql_identifiers(project):
+    (project / "sources" / "more.sql").write_text("CREATE TABLE `two words` (i INT);\n")
+    (project / "streams").mkdir(exist_ok=True)
+    (project / "streams" / "s.sql").write_text("CREATE STREAM `s;drop` ON TABLE orders;\n")
+    with pytest.raises(ProjectError) as refused:
+        validate_project(project)
+    assert "more.sql:1: source table name 'two words' is not a SQL identifier" in str(refused.value)
+    assert "s.sql:1: stream name 's;drop' is not a SQL identifier" in str(refused.value)
+
+
+BAD_LAGS = ["soon", "-5 minutes", "0 seconds", "1000 years"]
+
+
+@pytest.mark.parametrize("lag", BAD_LAGS)
+def test_target_lags_sql_refuses_are_refused_in_dtables_yml_and_headers(project, lag):
+    from dtables.sql.dynamic_syntax import SettingError, target_lag
+
+    with pytest.raises(SettingError) as in_sql:  # what CREATE DYNAMIC TABLE checks its TARGET_LAG with
+        target_lag(lag)
+    cfg = project / "dtables.yml"
+    original = cfg.read_text()
+    cfg.write_text(original.replace("target_lag: 5 minutes", f"target_lag: {lag}"))
+    with pytest.raises(ProjectError) as in_yml:
+        validate_project(project)
+    assert str(in_yml.value) == f"{cfg}:5: defaults.target_lag: {in_sql.value}"
+    cfg.write_text(original)
+    model = project / "models" / "daily_revenue.sql"
+    model.write_text(model.read_text().replace("-- target_lag: 5 minutes", f"-- refresh_mode: full\n-- target_lag: '{lag}'"))
+    with pytest.raises(ProjectError) as in_header:
+        validate_project(project)
+    assert str(in_header.value) == f"{model}:2: target_lag: {in_sql.value}"
+
+
+def test_refresh_mode_and_initialize_read_as_sql_reads_them(project):
+    from dtables.sql.dialect import parse_one
+    from sqlglot.errors import ParseError
+
+    model = project / "models" / "daily_revenue.sql"
+    query = model.read_text()
+    model.write_text("-- refresh_mode: incremental\n-- initialize: on_schedule\n-- comment: it's daily\n" + query)
+    spec = validate_project(project).dynamic_table("daily_revenue")  # any case, as in SQL
+    assert (spec.refresh_mode, spec.initialize) == ("INCREMENTAL", "ON_SCHEDULE")
+    assert parse_one(spec.create_statement()).args["comment"].name == "it's daily"  # quoted, not spliced
+    with pytest.raises(ParseError) as in_sql:
+        parse_one("CREATE DYNAMIC TABLE d TARGET_LAG = '1 hour' REFRESH_MODE = sometimes AS SELECT 1")
+    model.write_text("-- refresh_mode: sometimes\n" + query)
+    with pytest.raises(ProjectError) as in_file:
+        validate_project(project)
+    assert str(in_file.value) == f"{model}:1: refresh_mode: {in_sql.value.errors[0]['description']}"
