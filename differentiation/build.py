@@ -16,6 +16,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from differentiation.errors import UnsupportedQuery
 from differentiation.pushdown import push_filters_into_joins
+from differentiation.subqueries import ORIGIN, unnest
 from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll
 from differentiation.support import check_buildable, position_of
 
@@ -38,6 +39,7 @@ def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
         tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot resolve query against the schema: {e}", "name resolution") from e
+    tree = unnest(tree)
     return push_filters_into_joins(_Builder(schema).query(tree, {}))
 
 
@@ -111,8 +113,10 @@ class _Builder:
         for j in sel.args.get("joins") or []:
             plan = self.join(plan, j, ctes)
         where = sel.args.get("where")
-        if where is not None:
-            plan = Filter(plan, _scalar(where.this))
+        parts = ([] if where is None else where.this.flatten() if isinstance(where.this, exp.And) else [where.this])
+        conditions = [c for c in parts if c != exp.true()]
+        if conditions:  # decorrelation leaves TRUE where it took a predicate out
+            plan = Filter(plan, _scalar(exp.and_(*conditions)))
         outputs = [(e.alias_or_name, e.unalias() if isinstance(e, exp.Alias) else e) for e in sel.expressions]
         having = sel.args.get("having")
         group = sel.args.get("group")
@@ -131,13 +135,18 @@ class _Builder:
         on = j.args.get("on")
         if j.args.get("using"):
             raise UnsupportedQuery("JOIN ... USING is not supported; write ON", "JOIN USING", position_of(j))
+        origin = j.meta.get(ORIGIN, "")
+        if kind in ("semi", "anti") and side in ("", "left"):
+            return Join(left, right, kind, _scalar(on) if on is not None else Scalar(exp.true()), origin)
         if side in ("left", "right", "full"):
             if on is None:
                 raise UnsupportedQuery(f"{side.upper()} JOIN without ON", f"{side.upper()} JOIN", position_of(j))
-            return Join(left, right, side, _scalar(on))
+            return Join(left, right, side, _scalar(on), origin)
         if kind not in ("", "inner", "cross"):
             raise UnsupportedQuery(f"{kind.upper()} JOIN is not supported", f"{kind.upper()} JOIN", position_of(j))
-        return Join(left, right, "inner", _scalar(on)) if on is not None else Join(left, right, "cross", None)
+        if on is not None:
+            return Join(left, right, "inner", _scalar(on), origin)
+        return Join(left, right, "cross", None, origin)
 
 
 def _union_branches(u: exp.Expression) -> list[exp.Expression]:

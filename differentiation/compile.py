@@ -19,7 +19,9 @@ from sqlglot import exp
 from differentiation.delta_nodes import (
     At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Snapshot, StoredState, Sum,
 )
-from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
+from differentiation.plan import (
+    FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll,
+)
 from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.sources import Sources
@@ -172,6 +174,10 @@ class Compiler:
 
     def _join(self, node: Node) -> exp.Query:
         assert isinstance(node, Join)
+        if node.kind in FILTERING_JOINS:  # the left rows as they are: their ids, their actions
+            on = node.condition.expr.copy() if node.condition is not None else exp.true()
+            return (exp.select(*_cols(node.left, "l"), *_meta(node, "l")).from_(self.source(node.left, "l"))
+                    .join(self.source(node.right, "r"), on=on, join_type=f"LEFT {node.kind.upper()}"))
         delta_side = "l" if node.left.is_delta else "r"
         items = _cols(node.left, "l") + _cols(node.right, "r")
         items.append(alias(hash_ids([col(ROW_ID, "l"), col(ROW_ID, "r")]), ROW_ID))

@@ -8,7 +8,7 @@ from differentiation.plan import Aggregate, Distinct, Join, Node
 def non_monotonic_operator(plan: Node) -> str | None:
     """The first operator that makes `plan` non-monotonic, described in words, or None.
 
-    Monotonic operators: scan, filter, project, inner/cross join, union all (design.md).
+    Monotonic operators: scan, filter, project, inner/cross/semi join, union all (design.md).
     """
     for node in plan.walk():
         if isinstance(node, Aggregate):
@@ -17,4 +17,6 @@ def non_monotonic_operator(plan: Node) -> str | None:
             return "DISTINCT / UNION"
         if isinstance(node, Join) and node.kind in ("left", "right", "full"):
             return f"{node.kind.upper()} OUTER JOIN"
+        if isinstance(node, Join) and node.kind == "anti":  # a row inserted on the right removes output rows
+            return node.origin or "anti join"
     return None

@@ -19,7 +19,8 @@ from differentiation.errors import UnsupportedQuery
 
 N = TypeVar("N", bound="Node")
 
-JOIN_KINDS = ("inner", "cross", "left", "right", "full")
+JOIN_KINDS = ("inner", "cross", "left", "right", "full", "semi", "anti")
+FILTERING_JOINS = ("semi", "anti")  # output the left side's rows (and columns) that do / do not match
 AGG_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 
 
@@ -179,10 +180,17 @@ class Project(Node):
 
 @dataclass(frozen=True)
 class Join(Node):
+    """A join; `semi` / `anti` keep the left rows that match / match no right row (EXISTS, IN, NOT EXISTS, NOT IN).
+
+    `origin` names the SQL the join was rewritten from (``EXISTS subquery``), shown in plans; it takes no part in
+    equality, so the same join written two ways is one node.
+    """
+
     left: Node
     right: Node
     kind: str
     condition: Scalar | None
+    origin: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in JOIN_KINDS:
@@ -193,14 +201,19 @@ class Join(Node):
         if (self.kind == "cross") != (self.condition is None):
             raise ValueError("a cross join has no condition and every other join has one")
         if self.condition is not None:
-            _check_refs(self.condition.columns(), self.columns(), "join condition")
+            _check_refs(self.condition.columns(), self.left.columns() + self.right.columns(), "join condition")
+        if self.kind in FILTERING_JOINS and self.right.is_delta:
+            raise ValueError("the right side of a semi or anti join is a state")
 
     def columns(self) -> tuple[str, ...]:
+        if self.kind in FILTERING_JOINS:
+            return self.left.columns()
         return self.left.columns() + self.right.columns()
 
     def label(self) -> str:
         on = f" ON {self.condition}" if self.condition is not None else ""
-        return f"Join {self.kind}{on}"
+        origin = f" (from {self.origin})" if self.origin else ""
+        return f"Join {self.kind}{on}{origin}"
 
 
 @dataclass(frozen=True)

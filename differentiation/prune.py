@@ -11,6 +11,9 @@ keys (it ignores filters and reads every change of every term of a sum): the fil
 that can match. The filter is placed on the snapshot leaf itself, so the path from the join to the leaf may only
 cross operators a filter on that column commutes with (filters, projections of the bare column, the matching
 side of inner joins and the preserved side of outer joins, group keys, DISTINCT, unions, semi-join restrictions).
+Besides join terms, a state restricted to the keys a change touched (`state ⋉k K`: the right side of a semi or anti
+join, the groups of an aggregate, the values of a DISTINCT) is pruned the same way by the change reads K comes
+from.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | Non
         return down(node.child, keys[column].expr.name)
     if isinstance(node, Join) and not node.is_delta:
         in_left = column in node.left.columns()
-        preserved = {"inner": True, "cross": True, "left": in_left, "right": not in_left, "full": False}
+        preserved = {"inner": True, "cross": True, "left": in_left, "right": not in_left, "full": False,
+                     "semi": True, "anti": True}  # a semi or anti join outputs its left side's columns only
         if not preserved[node.kind]:
             return None
         return down(node.left if in_left else node.right, column)
@@ -140,7 +144,7 @@ def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     """(state-side column, the snapshot leaf it comes from and its column there, the probe of its keys) for each
     equality of `join`
     whose keys change reads give and whose state side a filter on the column can restrict."""
-    if join.kind != "inner" or join.left.is_delta == join.right.is_delta:
+    if join.kind not in ("inner", "semi", "anti") or join.left.is_delta == join.right.is_delta:
         return []
     delta, state = (join.left, join.right) if join.left.is_delta else (join.right, join.left)
     sites = []
@@ -160,18 +164,51 @@ def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     return sites
 
 
-def _joins(plan: Node) -> list[Join]:
+def _restrict_sites(restrict: Restrict) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+    """The same for a state restricted to affected keys (`state ⋉k K`): each key column of the state that a filter
+    reaches, probed by the change-read columns K's key comes from in every input."""
+    if len(restrict.alternatives) != 1 or restrict.child.is_delta:
+        return []
+    sites = []
+    for i, key in enumerate(restrict.alternatives[0]):
+        if not isinstance(key.expr, exp.Column):
+            continue
+        found: list[tuple[str, str, str]] | None = []
+        for node, exprs in zip(restrict.keys.inputs, restrict.keys.exprs):
+            reads = _change_reads(node, exprs[i].expr.name) if isinstance(exprs[i].expr, exp.Column) else None
+            if reads is None or found is None:
+                found = None
+                break
+            found += reads
+        leaf = _leaf_of(restrict.child, key.expr.name) if found else None
+        if not found or leaf is None:
+            continue
+        kind = dict(leaf[0].scan.schema)[leaf[1]]
+        if any(t != kind for _, _, t in found):
+            continue
+        sites.append((key.expr.name, leaf[0], leaf[1], KeyProbe(tuple(sorted({(t, c) for t, c, _ in found})), kind)))
+    return sites
+
+
+def _site_nodes(plan: Node) -> list[Join | Restrict]:
     seen: dict[Node, None] = {}
     for n in plan.walk():
-        if isinstance(n, Join):
+        if isinstance(n, (Join, Restrict)):
             seen.setdefault(n, None)
-    return list(seen)
+    return list(seen)  # type: ignore[arg-type]
+
+
+def _sites_of(node: Node) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+    if isinstance(node, Join):
+        return _sites(node)
+    return _restrict_sites(node) if isinstance(node, Restrict) else []
 
 
 def key_probes(plan: Node) -> tuple[PruneSite, ...]:
-    """The join terms of a pushed change plan whose snapshot side a probe of change reads can prune."""
+    """The join terms and key restrictions of a pushed change plan whose snapshot side a probe of change reads
+    can prune."""
     sites = {PruneSite(probe, leaf.scan.table, leaf.when, base): None
-             for join in _joins(plan) for _, leaf, base, probe in _sites(join)}
+             for node in _site_nodes(plan) for _, leaf, base, probe in _sites_of(node)}
     return tuple(sites)
 
 
@@ -180,9 +217,7 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
     (`filters[probe]` holds the values; each leaf gets them on its own column)."""
     def rewrite(node: Node) -> Node:
         node = map_children(node, rewrite)
-        if not isinstance(node, Join):
-            return node
-        for column, _, _, probe in _sites(node):
+        for column, _, _, probe in _sites_of(node):
             if probe not in filters:
                 continue
             f = filters[probe]
@@ -191,7 +226,9 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
                 keyed = KeyFilter(base, f.type, f.values, f.ranges)
                 return leaf if keyed in leaf.keys else leaf.copy(keys=leaf.keys + (keyed,))
 
-            if node.right.is_delta:
+            if isinstance(node, Restrict):
+                node = node.copy(child=_restrict_state(node.child, column, narrow))
+            elif node.right.is_delta:
                 node = node.copy(left=_restrict_state(node.left, column, narrow))
             else:
                 node = node.copy(right=_restrict_state(node.right, column, narrow))

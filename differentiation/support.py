@@ -63,15 +63,6 @@ def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQu
     return UnsupportedQuery(message, construct, position_of(node))
 
 
-def _is_from_or_join_subquery(sub: exp.Subquery) -> bool:
-    """A derived table: in FROM or JOIN, or first in a parenthesized join, ``((SELECT ...) AS a JOIN b ON ...)``,
-    whose parentheses are a subquery around it."""
-    parent = sub.parent
-    while isinstance(parent, exp.Subquery) and parent.this is sub:
-        sub, parent = parent, parent.parent
-    return isinstance(parent, (exp.From, exp.Join))
-
-
 def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
     """Raise UnsupportedQuery for the first construct the plan IR cannot represent (`sql`: its text)."""
     for node in tree.walk():
@@ -85,18 +76,8 @@ def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
             name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
             pos = keyword_position(sql, name, node.expression, node)
             raise UnsupportedQuery(f"set operation {name} is not supported", name, pos)
-        if isinstance(node, exp.Exists):
-            pos = keyword_position(sql, "EXISTS", node, node)
-            raise UnsupportedQuery("EXISTS subquery (semi/anti join) is not supported", "EXISTS subquery", pos)
-        if isinstance(node, exp.In) and node.args.get("query") is not None:
-            raise _refuse("IN subquery (semi/anti join) is not supported", "IN subquery", node)
         if isinstance(node, exp.Lateral):
             raise _refuse("LATERAL is not supported", "LATERAL", node)
-        if isinstance(node, exp.Subquery) and not _is_from_or_join_subquery(node):
-            pos = keyword_position(sql, "SELECT", node, node)
-            raise UnsupportedQuery("scalar subquery is not supported", "scalar subquery", pos)
-        if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
-            raise _refuse(f"{node.kind.upper()} JOIN is not supported", f"{node.kind.upper()} JOIN", node)
         if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
             word = {exp.Cube: "CUBE", exp.Rollup: "ROLLUP"}.get(type(node), "GROUPING SETS")
             pos = keyword_position(sql, word, node, node)

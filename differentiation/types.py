@@ -19,7 +19,7 @@ def column_types(node: Node) -> dict[str, str]:
     if isinstance(node, (Filter, Distinct)):
         return column_types(node.child)
     if isinstance(node, Join):
-        return {**column_types(node.left), **column_types(node.right)}
+        return {n: t for n, t in {**column_types(node.left), **column_types(node.right)}.items() if n in node.columns()}
     if isinstance(node, Project):
         inner = column_types(node.child)
         out = {}

@@ -1,4 +1,4 @@
-"""Δ of inner and cross joins (outer joins are delegated to `outer_join`)."""
+"""Δ of inner and cross joins (outer joins are delegated to `outer_join`, semi and anti joins to `semi_join`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from differentiation.delta_nodes import At, Delta, Sum
 from differentiation.plan import Join, Node
 from differentiation.rewrite import DeriveContext
 from differentiation.rules.outer_join import derive_outer_join
+from differentiation.rules.semi_join import derive_semi_join
 
 
 def derive_join(node: Delta, *, ctx: DeriveContext) -> Node:
@@ -19,6 +20,8 @@ def derive_join(node: Delta, *, ctx: DeriveContext) -> Node:
     assert isinstance(join, Join)
     if join.kind in ("left", "right", "full"):
         return derive_outer_join(node, ctx=ctx)
+    if join.kind in ("semi", "anti"):
+        return derive_semi_join(node, ctx=ctx)
     terms: list[Node] = []
     if ctx.has_changes(join.right):
         terms.append(join.copy(left=At(join.left, "start"), right=Delta(join.right)))

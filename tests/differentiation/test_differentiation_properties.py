@@ -25,6 +25,9 @@ QUICK = {
     "scalar_aggregate": "SELECT COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av FROM r",
     "union_distinct": "SELECT k FROM r UNION SELECT k FROM s",
     "join_under_aggregate": "SELECT r.k, COUNT(*) AS c, SUM(s.w) AS sw FROM r JOIN s ON r.k = s.k GROUP BY r.k",
+    # semi and anti joins: a NULL in the subquery empties NOT IN; a residual non-equality rides along
+    "exists": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w <> r.v)",
+    "not_in": "SELECT k, v FROM r WHERE v NOT IN (SELECT w FROM s WHERE k > 0)",
 }
 
 SLOW = {
@@ -40,6 +43,13 @@ SLOW = {
     "outer_join_under_aggregate": "SELECT r.k, COUNT(s.w) AS c, MAX(s.w) AS m FROM r LEFT JOIN s ON r.k = s.k GROUP BY r.k",
     "self_join": "SELECT a.v, b.v AS v2 FROM r a JOIN r b ON a.k = b.k",
     "cte_full_join": "WITH x AS (SELECT k, v FROM r WHERE v IS NOT NULL) SELECT x.k, s.w FROM x FULL JOIN s ON x.k = s.k",
+    "not_exists": "SELECT k, v FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k) AND v IS NOT NULL",
+    "in_aggregated": "SELECT k FROM r WHERE k IN (SELECT k FROM s GROUP BY k HAVING COUNT(*) > 1)",
+    "scalar_subqueries": (
+        "SELECT r.k, r.v, (SELECT COUNT(*) FROM s WHERE s.k = r.k) AS n FROM r "
+        "WHERE r.v > (SELECT AVG(w) FROM s)"
+    ),
+    "correlated_scalar_in_where": "SELECT k, v FROM r WHERE v >= (SELECT MAX(w) FROM s WHERE s.k = r.k)",
     "expressions": (
         "SELECT CASE WHEN v > 1 THEN 'big' ELSE 'small' END AS size, COALESCE(k, -1) AS k2, "
         "concat('x', CAST(v AS STRING)) AS label FROM r WHERE v IS NOT NULL"

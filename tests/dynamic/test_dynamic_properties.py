@@ -24,6 +24,12 @@ DAG_TABLES = {
     "u": "SELECT k, v FROM a UNION ALL SELECT k, w FROM b",
     "o": "SELECT a.k, a.v, b.w FROM a LEFT JOIN b ON a.k = b.k",
     "h": "SELECT k, count(*) AS n, sum(v) AS s FROM f GROUP BY k",  # a dynamic table over another
+    # subqueries: a semi join with a residual non-equality, NOT IN's NULL semantics, an anti join over a dynamic
+    # table, a correlated scalar aggregate
+    "e": "SELECT k, v FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w <> a.v)",
+    "n": ("SELECT k, v FROM a WHERE k NOT IN (SELECT w FROM b WHERE k = 2) "
+          "AND NOT EXISTS (SELECT 1 FROM f WHERE f.k = a.k AND f.v > 1)"),
+    "s": "SELECT k, v FROM b_view WHERE v >= (SELECT avg(v) FROM a WHERE a.k = b_view.k)",
 }
 
 # The two ways an incremental refresh writes a change set that deletes: one overwrite of a small table's patched
@@ -64,9 +70,11 @@ def test_dag_of_dynamic_tables_matches_its_queries(connect: Any, script: list, w
 
 
 # One fixed round of the property for the default suite: inserts with duplicates and NULLs, an update and a
-# delete on both sides, then every table refreshed (upstreams first) and compared with its recompute.
+# delete on both sides, then every table refreshed (upstreams first) and compared with its recompute. The NULL
+# inserted into b's k = 2 empties `n` (NOT IN a set holding NULL).
 FIXED_SCRIPT = [([("insert", "a", [(1, 2), (3, None)]), ("update", "b", 2), ("delete", "a", 0)], sorted(DAG_TABLES)),
-                ([("insert", "b", [(1, None), (0, 1)]), ("update", "a", 1), ("delete", "b", 3)], ["h", "o", "g"])]
+                ([("insert", "b", [(1, None), (0, 1), (2, None)]), ("update", "a", 1), ("delete", "b", 3)],
+                 ["h", "o", "g", "e", "n", "s"])]
 
 
 @pytest.mark.parametrize("write", WRITES)
@@ -97,6 +105,7 @@ def _check_script(session: Any, script: list, write: str) -> set[str]:
     session.sql("CREATE TABLE b (k INT, w INT)")
     session.sql("INSERT INTO a VALUES (0, 1), (1, 2), (1, 2), (2, NULL)")
     session.sql("INSERT INTO b VALUES (1, 5), (2, 6), (3, NULL)")
+    session.sql("CREATE VIEW b_view AS SELECT k, w AS v FROM b")
     for name, query in DAG_TABLES.items():
         session.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' AS {query}")
         assert defs.require(session.store, name).refresh_mode_chosen == "INCREMENTAL"
