@@ -39,8 +39,9 @@ class DaemonLock:
         self._file: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")
+        # owner-only, as dtables' state folder (the lock is usually the first thing in it when a daemon starts)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

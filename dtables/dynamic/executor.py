@@ -40,6 +40,7 @@ from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, decid
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
+from dtables.state.store import open_private, private_folder
 from scheduler.dag import DAG
 
 if TYPE_CHECKING:
@@ -110,9 +111,8 @@ def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
 @contextmanager
 def table_lock(session: Session, name: str) -> Iterator[None]:
     """An exclusive lock on one dynamic table's refreshes, across threads and processes (fcntl on a lock file)."""
-    folder = session.store.path.parent / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{normalize(name)}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    folder = private_folder(session.store.path.parent / "locks")
+    fd = open_private(folder / f"{normalize(name)}.lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -3,10 +3,15 @@
 One file per warehouse (``<warehouse>/_dtables/state.sqlite`` for local warehouses; elsewhere a setting). Connections
 are opened per call with WAL journaling and a busy timeout, so several processes (CLI, daemon, tests) can share it.
 Everything in it that matters for correctness can be rebuilt from the Delta logs (design.md, section 2).
+
+The folder of the store (``_dtables/``), its lock files and the store itself are created owner-only (0700 folders,
+0600 files; SQLite gives its -wal and -shm files the database file's mode): what dtables keeps about a warehouse is
+not for every user of the machine to read.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,14 +22,35 @@ from dtables.errors import StateStoreError
 from dtables.state.migrations import MIGRATIONS
 
 
+PRIVATE_FOLDER, PRIVATE_FILE = 0o700, 0o600
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` as a folder, created owner-only when missing (its missing parents as usual; an existing folder keeps
+    the mode its owner gave it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=PRIVATE_FOLDER)
+    except FileExistsError:
+        pass
+    return path
+
+
+def open_private(path: Path, flags: int = os.O_RDWR) -> int:
+    """A file descriptor on ``path``; the file is created owner-only when missing (lock files, the store)."""
+    return os.open(path, flags | os.O_CREAT, PRIVATE_FILE)
+
+
 class StateStore:
     def __init__(self, path: str | Path, migrations: Sequence[str] = MIGRATIONS):
         self.path = Path(path)
         self._migrations = tuple(migrations)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(self.path.parent)
+            if not self.path.exists():
+                os.close(open_private(self.path))  # an empty file is an empty database, created with our mode
             self._migrate()
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError) as e:
             raise StateStoreError(f"cannot open state store {self.path}: {e}") from e
 
     @contextmanager

@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import itertools
 import json
+import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ from dtables.streams.frontier import latest_versions
 from dtables.streams.read import SparkScope, stream_changes
 from dtables.streams.retention import track_retention
 from dtables.sql.references import aliased_table, replace_table
+from dtables.state.store import open_private, private_folder
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -176,12 +178,11 @@ def _complete_merge_inserts(scope: SparkScope, tree: exp.Expression) -> None:
 def stream_locks(session: Session, names: Sequence[str]) -> Iterator[None]:
     """Exclusive locks on the named streams, taken in name order, held until the block ends (or the process
     dies: the kernel drops ``flock`` locks of a dead process)."""
-    folder = Path(session.store.path).parent / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_folder(Path(session.store.path).parent / "locks")
     files = []
     try:
         for name in sorted(set(names)):
-            handle = open(folder / f"stream-{name}.lock", "a+")
+            handle = os.fdopen(open_private(folder / f"stream-{name}.lock"), "a+")
             files.append(handle)
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield

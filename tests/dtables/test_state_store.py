@@ -31,3 +31,56 @@ def test_a_failed_write_rolls_back(tmp_path):
             conn.execute("INSERT INTO objects(name, kind) VALUES ('default.a', 'TABLE')")
             conn.execute("INSERT INTO nowhere VALUES (1)")
     assert store.query("SELECT count(*) FROM objects")[0][0] == 0
+
+
+# -- issue 22, item 4: what dtables keeps about a warehouse is owner-only --------------------------------------------
+
+
+@pytest.fixture
+def usual_umask():
+    """The umask most machines run with (0022: new files world-readable unless made otherwise)."""
+    import os
+
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_state_store_and_its_folder_are_owner_only(tmp_path, usual_umask):
+    import sqlite3
+
+    folder = tmp_path / "warehouse" / "_dtables"
+    store = StateStore(folder / "state.sqlite")
+    with store.connect() as conn:  # while a connection is open, the WAL files exist
+        conn.execute("CREATE TABLE IF NOT EXISTS probe (i INT)")
+        inner = sqlite3.connect(store.path)
+        inner.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        wal = [p for p in folder.iterdir() if p.name.endswith(("-wal", "-shm"))]
+        assert wal and all(_mode(p) == 0o600 for p in wal), {p.name: oct(_mode(p)) for p in wal}
+        inner.close()
+    assert (_mode(folder), _mode(store.path)) == (0o700, 0o600)
+
+
+def test_daemon_lock_and_its_folder_are_owner_only(tmp_path, usual_umask):
+    from scheduler.daemon import DaemonLock
+
+    with DaemonLock(tmp_path / "_dtables") as lock:
+        assert (_mode(lock.path.parent), _mode(lock.path)) == (0o700, 0o600)
+        assert lock.path.read_text().strip().isdigit()  # still holds the owner's pid
+
+
+def test_refresh_and_stream_lock_files_are_owner_only(dt, usual_umask):
+    from pathlib import Path
+
+    from dtables.dynamic.executor import table_lock
+    from dtables.streams.consume import stream_locks
+
+    locks = Path(dt.store.path).parent / "locks"
+    with table_lock(dt, "t"), stream_locks(dt, ["s"]):
+        pass
+    assert _mode(locks) == 0o700
+    assert {p.name: _mode(p) for p in locks.iterdir()} == {"default.t.lock": 0o600, "stream-s.lock": 0o600}
