@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import exp, transforms
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from differentiation.errors import UnsupportedQuery
 from differentiation.pushdown import push_filters_into_joins
 from differentiation.subqueries import ORIGIN, unnest
-from differentiation.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll
+from differentiation.plan import (
+    AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll, Window,
+)
 from differentiation.support import check_buildable, position_of
 
 Schema = Mapping[str, Mapping[str, str]]
@@ -34,6 +36,7 @@ def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
         tree = query.copy()
     if not isinstance(tree, exp.Query):
         raise UnsupportedQuery(f"expected a query, got {type(tree).__name__}", type(tree).__name__, position_of(tree))
+    tree = transforms.eliminate_qualify(tree)  # QUALIFY: a WHERE over the select with its window functions
     check_buildable(tree, query if isinstance(query, str) else None)
     try:
         tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
@@ -120,7 +123,15 @@ class _Builder:
         outputs = [(e.alias_or_name, e.unalias() if isinstance(e, exp.Alias) else e) for e in sel.expressions]
         having = sel.args.get("having")
         group = sel.args.get("group")
-        if group is not None or having is not None or any(o.find(exp.AggFunc) for _, o in outputs):
+        aggregated = group is not None or having is not None or any(_aggregates(o) for _, o in outputs)
+        windows = [w for _, o in outputs for w in o.find_all(exp.Window)]
+        if windows and aggregated:
+            raise UnsupportedQuery("a window function over GROUP BY or aggregates in one SELECT is not supported; "
+                                   "aggregate in a subquery and rank over it", "window function",
+                                   position_of(windows[0]))
+        if windows:
+            plan, outputs = _windows(plan, outputs)
+        if aggregated:
             plan, rewrite = _aggregate(plan, group, [o for _, o in outputs] + ([having.this] if having else []))
             if having is not None:
                 plan = Filter(plan, rewrite(having.this))
@@ -147,6 +158,40 @@ class _Builder:
         if on is not None:
             return Join(left, right, "inner", _scalar(on), origin)
         return Join(left, right, "cross", None, origin)
+
+
+def _aggregates(e: exp.Expression) -> bool:
+    """True when `e` calls an aggregate outside any window (``SUM(x) OVER (...)`` is a window function)."""
+    return any(f.find_ancestor(exp.Window) is None for f in e.find_all(exp.AggFunc))
+
+
+def _windows(plan: Node, outputs: list[tuple[str, exp.Expression]]) -> tuple[Node, list[tuple[str, exp.Expression]]]:
+    """`plan` under one Window node per PARTITION BY, and the outputs reading their results as columns."""
+    names: dict[str, str] = {}
+    by_partition: dict[tuple[str, ...], list[tuple[str, Scalar]]] = {}
+    partitions: dict[tuple[str, ...], tuple[Scalar, ...]] = {}
+    for _, o in outputs:
+        for w in o.find_all(exp.Window):
+            if w.args.get("over") and not isinstance(w.args.get("over"), str):
+                raise UnsupportedQuery("named windows are not supported", "window function", position_of(w))
+            call = _scalar(w)
+            if call.sql in names:
+                continue
+            keys = tuple(_scalar(p) for p in w.args.get("partition_by") or [])
+            names[call.sql] = f"__win{len(names)}"
+            by_partition.setdefault(tuple(k.sql for k in keys), []).append((names[call.sql], call))
+            partitions[tuple(k.sql for k in keys)] = keys
+    for key, calls in by_partition.items():
+        plan = Window(plan, partitions[key], tuple(calls))
+
+    def read(e: exp.Expression) -> exp.Expression:
+        def sub(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Window):
+                return exp.column(exp.to_identifier(names[_scalar(node).sql], quoted=True))
+            return node
+        return e.copy().transform(sub)
+
+    return plan, [(n, read(o)) for n, o in outputs]
 
 
 def _union_branches(u: exp.Expression) -> list[exp.Expression]:

@@ -20,7 +20,7 @@ from differentiation.delta_nodes import (
     At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Snapshot, StoredState, Sum,
 )
 from differentiation.plan import (
-    FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll,
+    FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll, Window,
 )
 from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
@@ -99,7 +99,7 @@ class Compiler:
             Filter: self._filter, Project: self._project, Join: self._join, Aggregate: self._aggregate,
             UnionAll: self._union, Distinct: self._distinct, Empty: self._empty, Signed: self._signed,
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
-            AlgebraicAggregateDelta: self._algebraic,
+            AlgebraicAggregateDelta: self._algebraic, Window: self._window,
         }
 
     def name(self, node: Node) -> str:
@@ -194,6 +194,11 @@ class Compiler:
         items = [alias(k.expr.copy(), n) for n, k in node.keys] + [alias(_agg_call(a), n) for n, a in node.aggs]
         select = exp.select(*items, alias(hash_values([k.copy() for k in keys]), ROW_ID)).from_(self.source(node.child))
         return select.group_by(*(k.copy() for k in keys)) if keys else select
+
+    def _window(self, node: Node) -> exp.Query:
+        assert isinstance(node, Window)
+        items = [alias(e.expr.copy(), n) for n, e in node.outputs]
+        return exp.select(*_cols(node.child), *items, *_meta(node)).from_(self.source(node.child))
 
     def _union(self, node: Node) -> exp.Query:
         assert isinstance(node, UnionAll)

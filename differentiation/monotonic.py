@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from differentiation.plan import Aggregate, Distinct, Join, Node
+from differentiation.plan import Aggregate, Distinct, Join, Node, Window
 
 
 def non_monotonic_operator(plan: Node) -> str | None:
@@ -13,6 +13,8 @@ def non_monotonic_operator(plan: Node) -> str | None:
     for node in plan.walk():
         if isinstance(node, Aggregate):
             return "GROUP BY" if node.keys else "aggregate"
+        if isinstance(node, Window):  # a new row moves its neighbours' ranks and running sums
+            return "window function"
         if isinstance(node, Distinct):
             return "DISTINCT / UNION"
         if isinstance(node, Join) and node.kind in ("left", "right", "full"):

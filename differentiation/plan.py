@@ -278,4 +278,26 @@ class Distinct(Node):
         return "Distinct"
 
 
-RELATIONAL_NODES: tuple[type[Node], ...] = (Scan, Filter, Project, Join, Aggregate, UnionAll, Distinct)
+@dataclass(frozen=True)
+class Window(Node):
+    """Window functions with one PARTITION BY: `outputs` are (name, ``f(...) OVER (PARTITION BY partition ...)``)
+    appended to the child's columns; each row keeps its child row's id."""
+
+    child: Node
+    partition: tuple[Scalar, ...]
+    outputs: tuple[tuple[str, Scalar], ...]
+
+    def __post_init__(self) -> None:
+        _unique(self.columns(), "window")
+        for e in self.partition + tuple(e for _, e in self.outputs):
+            _check_refs(e.columns(), self.child.columns(), "window function")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns() + tuple(n for n, _ in self.outputs)
+
+    def label(self) -> str:
+        keys = ", ".join(str(k) for k in self.partition) or "()"
+        return f"Window partition=[{keys}] " + ", ".join(f"{e} AS {n}" for n, e in self.outputs)
+
+
+RELATIONAL_NODES: tuple[type[Node], ...] = (Scan, Filter, Project, Join, Aggregate, UnionAll, Distinct, Window)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.delta_nodes import ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, Restrict, Snapshot, Sum
-from differentiation.plan import Aggregate, Distinct, Filter, Join, Node, Project, UnionAll
+from differentiation.plan import Aggregate, Distinct, Filter, Join, Node, Project, UnionAll, Window
 from differentiation.rewrite import map_children
 
 
@@ -111,6 +111,10 @@ def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | Non
         if column not in keys or not isinstance(keys[column].expr, exp.Column):
             return None
         return down(node.child, keys[column].expr.name)
+    if isinstance(node, Window):  # a filter on a partition key keeps or drops whole partitions
+        if column not in {k.expr.name for k in node.partition if isinstance(k.expr, exp.Column)}:
+            return None
+        return down(node.child, column)
     if isinstance(node, Join) and not node.is_delta:
         in_left = column in node.left.columns()
         preserved = {"inner": True, "cross": True, "left": in_left, "right": not in_left, "full": False,

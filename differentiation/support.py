@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from differentiation.errors import UnsupportedQuery
-from differentiation.plan import Aggregate, Filter, Join, Node, Project, Scalar
+from differentiation.plan import Aggregate, Filter, Join, Node, Project, Scalar, Window
 
 _NON_DETERMINISTIC_CLASSES: tuple[type[exp.Expression], ...] = (
     exp.Rand,
@@ -66,8 +66,6 @@ def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQu
 def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
     """Raise UnsupportedQuery for the first construct the plan IR cannot represent (`sql`: its text)."""
     for node in tree.walk():
-        if isinstance(node, exp.Window):
-            raise _refuse("window function is not supported", "window function", node)
         if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)):
             construct = "LIMIT" if isinstance(node, exp.Limit) else type(node).__name__.upper()
             pos = keyword_position(sql, construct, node, node.parent or node)
@@ -102,6 +100,8 @@ def _scalars(node: Node) -> list[tuple[str, Scalar]]:
         return [("select list", e) for _, e in node.outputs]
     if isinstance(node, Join) and node.condition is not None:
         return [("join condition", node.condition)]
+    if isinstance(node, Window):
+        return [("window function", e) for _, e in node.outputs] + [("PARTITION BY", k) for k in node.partition]
     if isinstance(node, Aggregate):
         out = [("GROUP BY", k) for _, k in node.keys]
         return out + [("aggregate argument", a.arg) for _, a in node.aggs if a.arg is not None]
@@ -136,6 +136,9 @@ def incremental_reason(plan: Node) -> str | None:
                 pos = position_of(bad)
                 at = f" at {pos}" if pos else ""
                 return f"non-deterministic function {name} in {where}{at} cannot be maintained incrementally"
+        if isinstance(node, Window) and not node.partition:
+            return (f"window function {node.outputs[0][1]} has no PARTITION BY, so it cannot be maintained "
+                    "incrementally: every change would recompute all rows, which a FULL refresh does cheaper")
         if isinstance(node, Join) and node.kind in ("left", "right", "full") and not equi_keys(node)[0]:
             return (f"{node.kind.upper()} OUTER JOIN ON {node.condition} has no equality condition between its "
                     "sides; only equi outer joins are maintained incrementally")

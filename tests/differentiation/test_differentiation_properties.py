@@ -28,6 +28,9 @@ QUICK = {
     # semi and anti joins: a NULL in the subquery empties NOT IN; a residual non-equality rides along
     "exists": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w <> r.v)",
     "not_in": "SELECT k, v FROM r WHERE v NOT IN (SELECT w FROM s WHERE k > 0)",
+    "window": ("SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v DESC) AS rk, "
+               "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
+               "lag(v, 1, -9) OVER (PARTITION BY k ORDER BY v) AS prev FROM r"),
 }
 
 SLOW = {
@@ -50,6 +53,10 @@ SLOW = {
         "WHERE r.v > (SELECT AVG(w) FROM s)"
     ),
     "correlated_scalar_in_where": "SELECT k, v FROM r WHERE v >= (SELECT MAX(w) FROM s WHERE s.k = r.k)",
+    "qualify_over_join": (
+        "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k "
+        "QUALIFY dense_rank() OVER (PARTITION BY r.k ORDER BY s.w) <= 1"
+    ),
     "expressions": (
         "SELECT CASE WHEN v > 1 THEN 'big' ELSE 'small' END AS size, COALESCE(k, -1) AS k2, "
         "concat('x', CAST(v AS STRING)) AS label FROM r WHERE v IS NOT NULL"

@@ -9,7 +9,7 @@ from differentiation import ChangeFormat, UnsupportedQuery, build_plan, differen
 SCHEMA = {"r": {"k": "INT", "v": "INT"}, "s": {"k": "INT", "w": "INT"}}
 
 BUILD_REFUSALS = [
-    ("SELECT k,\n  row_number() OVER (ORDER BY v) AS n FROM r", "window function", "line 2, column 3"),
+    ("SELECT k,\n  rank() OVER (ORDER BY count(*)) AS n FROM r GROUP BY k", "window function", "line 2, column 3"),
     ("SELECT k FROM r\nLIMIT 3", "LIMIT", "line 2, column 1"),
     ("SELECT k FROM r WHERE (k, v) IN (SELECT k, w FROM s)", "IN subquery", "line 1, column 24"),
     ("SELECT k FROM r WHERE EXISTS (SELECT s.k FROM s WHERE s.k = r.k GROUP BY s.k)", "EXISTS subquery",
@@ -39,6 +39,7 @@ def test_build_refusals_name_construct_and_position(sql: str, construct: str, po
     ("SELECT k FROM r WHERE v >\n rand() * 3", "RAND() in filter at line 2, column 2"),
     ("SELECT k, current_timestamp() AS t FROM r", "CURRENT_TIMESTAMP() in select list at line 1, column 11"),
     ("SELECT r.k FROM r LEFT JOIN s ON r.k < s.k", "LEFT OUTER JOIN ON `r.k` < `s.k` has no equality"),
+    ("SELECT k, row_number() OVER (ORDER BY v) AS n FROM r", "ROW_NUMBER() OVER (ORDER BY `r.v`) has no PARTITION BY"),
 ])
 def test_buildable_but_not_incremental(sql: str, fragment: str) -> None:
     plan = build_plan(sql, SCHEMA)

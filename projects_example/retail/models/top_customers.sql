@@ -1,5 +1,5 @@
 -- target_lag: 10 minutes
--- comment: the best customers of each region (window functions: refreshed in FULL mode)
+-- comment: the best customers of each region (a window function: the regions whose customers changed are ranked again)
 SELECT region, customer, revenue, rank
 FROM (
   SELECT region, customer, revenue, RANK() OVER (PARTITION BY region ORDER BY revenue DESC) AS rank
