@@ -10,6 +10,14 @@ from dtables.cli import ingest_cmds  # noqa: F401  (ingest)
 
 
 def main() -> None:
+    import sys
+
+    from dtables.secrets import RedactingStream
+
+    # Everything the command prints (results, --json, errors, logs, tracebacks) passes the secrets of dtables.yml
+    # through a mask; the streams are wrapped before any verb runs, the secrets registered as the project loads.
+    sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
     app()
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from dtables import secrets
 from dtables.errors import DtablesError
 from dtables.sql.dynamic_syntax import SettingError, setting
 
@@ -127,6 +128,7 @@ def parse_config(text: str, source: str = CONFIG_FILE) -> ProjectConfig:
         raise ProjectError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
         raise ProjectError(f"{source}: expected a mapping of settings")
+    secrets.register(secrets.secret_values(data))  # every profile's, before any error can quote one
     try:
         return ProjectConfig.model_validate(data)
     except ValidationError as e:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from dtables.secrets import SPARK_REDACTION_REGEX, register, secret_values
 from dtables.spark.jars import delta_jars
 
 DELTA_CONF = {
@@ -65,7 +66,10 @@ def build_spark(
         if master.startswith("local"):
             settings = {**LOCAL_DEFAULTS, **settings}
         settings["spark.jars"] = ",".join(str(p) for p in delta_jars())
+        # Spark's UI, event logs and SET output hide the settings dtables treats as secret (dtables.secrets)
+        settings["spark.redaction.regex"] = SPARK_REDACTION_REGEX
     settings.update(conf or {})
+    register(secret_values(dict(conf or {})))
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     quiet_logs()
