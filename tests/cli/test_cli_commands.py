@@ -76,3 +76,16 @@ def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
     assert {h["action"] for h in history} >= {"FULL", "INCREMENTAL"}
     failed = run("sql", "-e", "SELECT * FROM nope", cwd=project, ok=False)
     assert "nope" in failed.stderr and "does not exist" in failed.stderr
+
+
+def test_validate_refuses_bad_names_and_settings_naming_each_file(tmp_path):
+    """Issue 22: names and settings SQL would refuse are refused by validate, before apply could stop half-way."""
+    run("init", "demo", cwd=tmp_path)
+    project = tmp_path / "demo"
+    for stem in ("..x", "a b", "a;b", "café"):
+        (project / "models" / f"{stem}.sql").write_text("SELECT 1 AS x\n")
+    (project / "models" / "slow.sql").write_text("-- target_lag: soon\nSELECT 1 AS x\n")
+    result = run("validate", cwd=project, ok=False)
+    for stem in ("..x", "a b", "a;b", "café"):
+        assert f"{stem}.sql: model name" in result.stderr, result.stderr
+    assert "slow.sql:1: target_lag: invalid TARGET_LAG 'soon'" in result.stderr
