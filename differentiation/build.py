@@ -78,6 +78,8 @@ class _Builder:
             branches = [self.query(b, ctes) for b in _union_branches(q)]
             union: Node = UnionAll(tuple(branches))
             return Distinct(union) if q.args.get("distinct") else union
+        if isinstance(q, (exp.Intersect, exp.Except)):
+            return _set_difference(q, self.query(q.this, ctes), self.query(q.expression, ctes))
         if isinstance(q, exp.Select):
             return self.select(q, ctes)
         raise UnsupportedQuery(f"{type(q).__name__} is not supported", type(q).__name__, position_of(q))
@@ -158,6 +160,21 @@ class _Builder:
         if on is not None:
             return Join(left, right, "inner", _scalar(on), origin)
         return Join(left, right, "cross", None, origin)
+
+
+def _set_difference(q: exp.Intersect | exp.Except, left: Node, right: Node) -> Node:
+    """INTERSECT / EXCEPT (DISTINCT): the distinct rows of `left` that do / do not equal a row of `right`, as a semi /
+    anti join comparing every column NULL-safely (set operations take NULLs as equal)."""
+    word = "INTERSECT" if isinstance(q, exp.Intersect) else "EXCEPT"
+    if not q.args.get("distinct"):
+        raise UnsupportedQuery(f"{word} ALL is not supported; {word} (DISTINCT) is", f"{word} ALL", position_of(q))
+    if len(left.columns()) != len(right.columns()):
+        raise UnsupportedQuery(f"{word} branches have different numbers of columns", word, position_of(q))
+    names = tuple(f"__set{i}" for i in range(len(right.columns())))
+    right = Project(right, tuple((n, Scalar.column(c)) for n, c in zip(names, right.columns())))
+    same = exp.and_(*(exp.NullSafeEQ(this=Scalar.column(a).expr, expression=Scalar.column(b).expr)
+                      for a, b in zip(left.columns(), names)))
+    return Join(Distinct(left), right, "semi" if word == "INTERSECT" else "anti", Scalar(same), word)
 
 
 def _aggregates(e: exp.Expression) -> bool:

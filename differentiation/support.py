@@ -70,10 +70,10 @@ def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
             construct = "LIMIT" if isinstance(node, exp.Limit) else type(node).__name__.upper()
             pos = keyword_position(sql, construct, node, node.parent or node)
             raise UnsupportedQuery(f"{construct} is not supported", construct, pos)
-        if isinstance(node, (exp.Except, exp.Intersect)):
+        if isinstance(node, (exp.Except, exp.Intersect)) and not node.args.get("distinct"):
             name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
             pos = keyword_position(sql, name, node.expression, node)
-            raise UnsupportedQuery(f"set operation {name} is not supported", name, pos)
+            raise UnsupportedQuery(f"{name} ALL is not supported; {name} (DISTINCT) is", f"{name} ALL", pos)
         if isinstance(node, exp.Lateral):
             raise _refuse("LATERAL is not supported", "LATERAL", node)
         if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
@@ -116,7 +116,7 @@ def equi_keys(join: Join) -> tuple[tuple[Scalar, ...], tuple[Scalar, ...]]:
     lk: list[Scalar] = []
     rk: list[Scalar] = []
     for conj in join.condition.expr.flatten() if isinstance(join.condition.expr, exp.And) else [join.condition.expr]:
-        if not isinstance(conj, exp.EQ):
+        if not isinstance(conj, (exp.EQ, exp.NullSafeEQ)):  # key restrictions compare NULL-safely either way
             continue
         a, b = Scalar(conj.this.copy()), Scalar(conj.expression.copy())
         if a.columns() and b.columns() and a.columns() <= left_cols and b.columns() <= right_cols:

@@ -53,6 +53,10 @@ SLOW = {
         "WHERE r.v > (SELECT AVG(w) FROM s)"
     ),
     "correlated_scalar_in_where": "SELECT k, v FROM r WHERE v >= (SELECT MAX(w) FROM s WHERE s.k = r.k)",
+    "intersect_except": (
+        "SELECT k, v FROM r INTERSECT SELECT k, w FROM s UNION ALL "
+        "(SELECT v, k FROM r EXCEPT SELECT w, k FROM s WHERE w IS NOT NULL)"
+    ),
     "qualify_over_join": (
         "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k "
         "QUALIFY dense_rank() OVER (PARTITION BY r.k ORDER BY s.w) <= 1"
