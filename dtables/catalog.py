@@ -48,8 +48,16 @@ class Catalog:
     # -- what the warehouse holds -------------------------------------------------------------------------------
 
     def managed_location(self, name: str) -> str:
+        """Where a new table dtables creates lives: ``tables/<db>/<name>``, or ``<name>.2``, ``.3``... when a renamed
+        table still lives there (a rename keeps the files where they are)."""
         db, table = normalize(name).split(".")
-        return f"{self.warehouse_uri}/tables/{db}/{table}"
+        base = f"{self.warehouse_uri}/tables/{db}/{table}"
+        taken = {o["location"].rstrip("/") for o in self.objects() if o["location"]}
+        location, n = base, 1
+        while location in taken:
+            n += 1
+            location = f"{base}.{n}"
+        return location
 
     def lookup(self, name: str) -> dict[str, Any] | None:
         rows = self.store.query("SELECT * FROM objects WHERE name = ?", (normalize(name),))
@@ -72,6 +80,14 @@ class Catalog:
         self.store.execute("INSERT OR REPLACE INTO objects(name, kind, definition) VALUES (?, 'VIEW', ?)",
                            (normalize(name), definition))
         self._registered.add(normalize(name))
+
+    def rename(self, conn: Any, old: str, new: str, definition: str | None = None) -> None:
+        """Record ``old`` under the name ``new`` (a view with its new ``definition``), inside the caller's state-store
+        transaction ``conn`` so that what follows the rename (streams) moves in the same transaction."""
+        conn.execute("UPDATE objects SET name = ?, definition = COALESCE(?, definition) WHERE name = ?",
+                     (normalize(new), definition, normalize(old)))
+        self._registered.discard(normalize(old))
+        self._registered.add(normalize(new))
 
     def forget(self, name: str) -> None:
         self.store.execute("DELETE FROM objects WHERE name = ?", (normalize(name),))
@@ -97,11 +113,26 @@ class Catalog:
                 from dtables.sql.references import referenced_tables
 
                 self.ensure_registered(referenced_tables(obj["definition"]), _seen | {key})
-                self.spark.sql(obj["definition"])
+                try:
+                    self.spark.sql(obj["definition"])
+                except Exception as e:  # noqa: BLE001 - e.g. a table it reads was renamed or dropped
+                    from dtables.errors import SqlError
+                    from dtables.sql.spark_errors import first_sentences
+
+                    raise SqlError(f"view {key} cannot be used: its query fails: "
+                                   f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from None
             self._registered.add(key)
 
     def ensure_all_registered(self) -> None:
-        self.ensure_registered(o["name"] for o in self.objects())
+        """Register every object; a view whose query fails now (a table it reads was renamed or dropped) is left
+        out, so that it fails only statements that name it."""
+        from dtables.errors import SqlError
+
+        for o in self.objects():
+            try:
+                self.ensure_registered([o["name"]])
+            except SqlError:
+                continue
 
     def detach_foreign_objects(self) -> None:
         """Unregister tables and views a previous dtables session of this Spark left behind for another warehouse.

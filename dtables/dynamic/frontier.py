@@ -67,9 +67,16 @@ def resolve_source(session: Session, owner: str, source: str, at: dt.datetime) -
     from dtables.dynamic import history
 
     obj = session.catalog.lookup(source)
-    if obj is None or obj["kind"] not in ("TABLE", "DYNAMIC_TABLE"):
-        what = "does not exist (was it dropped?)" if obj is None else f"is a {obj['kind'].lower()}, not a table"
-        raise SourceMissing(f"dynamic table {owner}: its source {source} {what}")
+    if obj is None:
+        renamed = _renamed_to(session, owner, source)
+        if renamed is not None:
+            raise SourceMissing(
+                f"dynamic table {owner}: its source {source} was renamed to {renamed}; a dynamic table reads its "
+                f"sources by name (as in Snowflake), so it fails until a table named {source} exists again: rename "
+                f"it back, or re-create {owner} over {renamed} (CREATE OR REPLACE DYNAMIC TABLE)")
+        raise SourceMissing(f"dynamic table {owner}: its source {source} does not exist (was it dropped?)")
+    if obj["kind"] not in ("TABLE", "DYNAMIC_TABLE"):
+        raise SourceMissing(f"dynamic table {owner}: its source {source} is a {obj['kind'].lower()}, not a table")
     log = DeltaLog(session.spark, obj["location"], source)
     if not log.exists:
         raise SourceMissing(f"dynamic table {owner}: its source {source} has no Delta log at {obj['location']}")
@@ -84,3 +91,26 @@ def resolve_source(session: Session, owner: str, source: str, at: dt.datetime) -
     if version is None:
         raise SourceMissing(f"dynamic table {owner}: its source {source} did not exist yet at {at.isoformat()}")
     return describe_version(source, log, version, False)
+
+
+def _renamed_to(session: Session, owner: str, source: str) -> str | None:
+    """The table that ``source``, missing now, was renamed to: the catalog table holding the Delta table ``owner``
+    last read under that name (same table id). Only on this failure path, so reading a few logs is fine."""
+    from dtables.catalog import TABLE_KINDS
+    from dtables.dynamic import definition as defs
+
+    d = defs.load(session.store, owner)
+    identity = d.source_identities.get(source) if d is not None else None
+    if not identity:
+        return None
+    table_id = identity.split(":")[0]
+    for obj in session.catalog.objects():
+        if obj["kind"] not in TABLE_KINDS:
+            continue
+        try:
+            log = DeltaLog(session.spark, obj["location"], obj["name"])
+            if log.exists and log.metadata_at(log.latest_version).table_id == table_id:
+                return str(obj["name"])
+        except Exception:  # noqa: BLE001 - an unreadable table is simply not the one
+            continue
+    return None

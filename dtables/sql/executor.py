@@ -23,6 +23,7 @@ from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
+from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.output_names import column_mapping_properties, has_unnamed, name_outputs
 from dtables.sql.references import table_names
@@ -146,6 +147,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
             tree = resolve_changes(session, tree, statement)
             session.catalog.ensure_registered(table_names(tree))
             return session.spark.sql(to_spark(tree))
+        ddl = None if is_dtables_syntax(tree) else catalog_ddl.classify(statement)
+        if ddl is not None:  # ALTER TABLE|VIEW, COMMENT ON, REPLACE TABLE, DROP|ALTER DATABASE: kept or refused
+            return catalog_ddl.execute(session, ddl, statement)
         if tree is None:
             session.catalog.ensure_all_registered()
             return session.spark.sql(statement)
@@ -214,14 +218,26 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
         raise SqlError(f"table {name}: dtables tables are Delta tables; remove USING {fmt.name} "
                        f"in statement: {short_statement(statement)}", statement)
     location_prop = props.find(exp.LocationProperty)
+    existing = session.catalog.lookup(name)
+    if existing is not None and existing["kind"] != "TABLE" and (tree.args.get("replace") or tree.args.get("exists")):
+        kind = existing["kind"].lower().replace("_", " ")
+        raise SqlError(f"{name} is a {kind}, not a table; drop it first (DROP {kind.upper()} {name}) in statement: "
+                       f"{short_statement(statement)}", statement)
+    if existing is not None and tree.args.get("exists"):  # CREATE TABLE IF NOT EXISTS of a table: nothing changes
+        session.catalog.ensure_registered([name])
+        return session.spark.sql(statement)
     managed = location_prop is None
-    location = session.catalog.managed_location(name) if managed else location_prop.name
+    if existing is not None and tree.args.get("replace") and managed:
+        # CREATE OR REPLACE keeps the table where it is (as Delta does), so a registered external table stays external
+        location, managed = existing["location"], bool(existing["managed"])
+    else:
+        location = session.catalog.managed_location(name) if managed else location_prop.name
     has_schema = isinstance(tree.this, exp.Schema) or tree.expression is not None
     new = tree.copy()
     new_props = new.args.get("properties") or exp.Properties(expressions=[])
     if fmt is None:
         new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
-    if managed:
+    if location_prop is None:
         new_props.append("expressions", exp.LocationProperty(this=exp.Literal.string(location)))
     session.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
     if has_schema:  # registering an existing Delta location keeps its properties; ALTER ... CHANGE_TRACKING turns it on
@@ -268,6 +284,18 @@ def _ctas_column_mapping(session: Session, create: exp.Create) -> dict[str, str]
 
 
 def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
+    props = tree.args.get("properties")
+    temporary = props is not None and props.find(exp.TemporaryProperty) is not None
+    view = _target_table(tree)
+    name = normalize(f"{view.db}.{view.name}" if view.db else view.name)
+    existing = None if temporary else session.catalog.lookup(name)
+    if existing is not None and existing["kind"] != "VIEW":
+        kind = existing["kind"].lower().replace("_", " ")
+        raise SqlError(f"{name} is a {kind}, not a view; drop it first (DROP {kind.upper()} {name}) in statement: "
+                       f"{short_statement(statement)}", statement)
+    if existing is not None and tree.args.get("exists"):  # CREATE VIEW IF NOT EXISTS of a view: nothing changes
+        session.catalog.ensure_registered([name])
+        return session.spark.sql(statement)
     session.catalog.ensure_registered(table_names(tree.expression))
     if has_unnamed(tree.expression):  # Spark refuses a view of sum(i) without an alias: name it as Spark shows it
         tree = tree.copy()
@@ -275,11 +303,7 @@ def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
         tree.set("expression", name_outputs(tree.expression, spark_names, spark_names, "view"))
         statement = to_spark(tree)
     result = session.spark.sql(statement)
-    props = tree.args.get("properties")
-    temporary = props is not None and props.find(exp.TemporaryProperty) is not None
     if not temporary:
-        view = _target_table(tree)
-        name = normalize(f"{view.db}.{view.name}" if view.db else view.name)
         definition = tree.copy()
         definition.set("replace", True)
         definition.set("exists", False)
@@ -294,11 +318,22 @@ def _drop(session: Session, tree: exp.Expression, statement: str) -> Any:
         session.catalog.ensure_registered(table_names(tree))
         return session.spark.sql(statement)
     names = [normalize(f"{t.db}.{t.name}" if t.db else t.name) for t in tree.find_all(exp.Table)]
-    session.catalog.ensure_registered(names)
     dropped = [obj for obj in map(session.catalog.lookup, names) if obj is not None]
+    try:
+        session.catalog.ensure_registered(names)
+    except SqlError:
+        if not (kind == "VIEW" and dropped and all(o["kind"] == "VIEW" for o in dropped)):
+            raise
+        for obj in dropped:  # a view whose query fails now (a table it reads was renamed or dropped): Spark never
+            session.catalog.forget(obj["name"])  # registered it, so forgetting it is the whole drop
+        return session.spark.createDataFrame([], "status STRING")
     for obj in dropped:
         if obj["kind"] == "DYNAMIC_TABLE":
             raise SqlError(f"{obj['name']} is a dynamic table; use DROP DYNAMIC TABLE {obj['name']}", statement)
+        if tree.args.get("purge") and obj["kind"] == "TABLE" and not obj["managed"]:
+            raise SqlError(f"cannot DROP ... PURGE table {obj['name']}: dtables does not delete data at a location it "
+                           f"did not create ({obj['location']}); DROP TABLE without PURGE unregisters it in statement: "
+                           f"{short_statement(statement)}", statement)
     result = session.spark.sql(statement)
     for obj in dropped:
         if obj["kind"] == "TABLE" and obj["managed"]:

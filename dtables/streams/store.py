@@ -114,3 +114,15 @@ def advance(store: StateStore, expected_seq: Mapping[str, int], seq: int, fronti
             if n.rowcount != 1:
                 raise StreamConflict(f"stream {name} was consumed by another transaction after this one read it; "
                                      "this transaction's writes were not applied: run it again")
+
+
+def follow_rename(conn: Any, old: str, new: str) -> None:
+    """Streams follow a renamed table or view (Snowflake: renaming a source neither breaks a stream nor makes it
+    stale): their source and frontier keys take the new name, inside the rename's store transaction ``conn``."""
+    for row in conn.execute("SELECT name, source, frontier FROM streams").fetchall():
+        frontier = json.loads(row["frontier"])
+        if row["source"] != old and old not in frontier:
+            continue
+        moved = {new if table == old else table: version for table, version in frontier.items()}
+        conn.execute("UPDATE streams SET source = ?, frontier = ? WHERE name = ?",
+                     (new if row["source"] == old else row["source"], json.dumps(moved, sort_keys=True), row["name"]))

@@ -1,0 +1,335 @@
+"""Catalog statements on tables, views and databases: each is kept by dtables' catalog or refused before it runs.
+
+Spark's catalog lives in one process's memory; dtables' catalog is the state store (``dtables/catalog.py``), and
+every session re-registers objects from it. A statement that changes only Spark's registration would report success
+and be gone in the next session (issue 22: ``ALTER TABLE t RENAME TO t2``). So every catalog statement lands in one
+of three places:
+
+- the Delta log, which Delta keeps by itself: table properties, columns, comments, constraints, clustering;
+- the state store, updated here after Spark accepted the statement: a table's or view's name (RENAME TO, with the
+  streams on it following, as Snowflake's do), an external table's location (SET LOCATION), a view's definition
+  (ALTER VIEW ... AS / SET / UNSET TBLPROPERTIES / WITH SCHEMA, re-read with SHOW CREATE TABLE);
+- nowhere: then the statement is refused with the reason before anything runs (renaming or reshaping a dynamic
+  table, moving a table that streams or dtables' own storage depend on, database properties).
+
+Forms are recognized from the statement's tokens (sqlglot parses many ALTER forms only as an opaque ``Command``), so
+the same rules hold with Spark Connect, which has no parser to ask.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot.tokens import Token, TokenType
+
+from dtables.catalog import DEFAULT_DB, normalize, quote
+from dtables.errors import ObjectNotFound, SqlError
+from dtables.sql.dialect import Dtables, parse_one, to_spark
+from dtables.sql.spark_errors import short_statement
+
+if TYPE_CHECKING:
+    from dtables.session import Session
+
+RENAME, LOCATION, PROPERTIES, COLUMNS, CONSTRAINT, CLUSTER, COMMENT = (
+    "RENAME TO", "SET LOCATION", "SET/UNSET TBLPROPERTIES", "a column change", "a constraint change", "CLUSTER BY",
+    "COMMENT ON TABLE")
+VIEW_QUERY, VIEW_SCHEMA, OTHER = "ALTER VIEW ... AS", "ALTER VIEW ... WITH SCHEMA", "this ALTER TABLE form"
+REPLACE_TABLE, DROP_DATABASE, ALTER_DATABASE = "REPLACE TABLE", "DROP DATABASE", "ALTER DATABASE"
+_NAMESPACE = ("DATABASE", "SCHEMA", "NAMESPACE")
+
+
+@dataclass(frozen=True)
+class CatalogStatement:
+    """What a catalog statement does: to which object (as written) and which form; ``new_name`` for RENAME TO."""
+
+    target: str  # TABLE | VIEW | DATABASE
+    name: str
+    action: str
+    new_name: str | None = None
+    comment: str | None = None  # COMMENT ON TABLE ... IS '<comment>' (None for IS NULL)
+
+
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
+_HEADS = ("ALTER", "COMMENT", "REPLACE", "DROP")
+
+
+def classify(statement: str) -> CatalogStatement | None:
+    """The catalog statement ``statement`` is, or None for anything else (queries, DML, CREATE, DROP TABLE...)."""
+    if not _LEADING_COMMENTS.sub("", statement, count=1)[:7].upper().startswith(_HEADS):
+        return None  # most statements: no tokenizing
+    try:
+        tokens = [t for t in Dtables().tokenize(statement) if t.token_type != TokenType.SEMICOLON]
+    except Exception:  # noqa: BLE001 - not ours to judge: Spark reports the syntax error
+        return None
+    words = [t.text.upper() for t in tokens]
+    if words[:2] in (["ALTER", "TABLE"], ["ALTER", "VIEW"]) and len(tokens) > 2:
+        name, j = _name(tokens, 2)
+        rest = words[j:]
+        action = _alter_action(rest)
+        new_name = _name(tokens, j + 2)[0] if action == RENAME and len(tokens) > j + 2 else None
+        return CatalogStatement(words[1], name, action, new_name)
+    if words[:3] == ["COMMENT", "ON", "TABLE"] and len(tokens) > 3:
+        name, j = _name(tokens, 3)
+        text = tokens[j + 1] if len(tokens) > j + 1 else None
+        comment = text.text if text is not None and text.token_type == TokenType.STRING else None
+        return CatalogStatement("TABLE", name, COMMENT, comment=comment)
+    if words[:2] == ["REPLACE", "TABLE"] and len(tokens) > 2:
+        return CatalogStatement("TABLE", _name(tokens, 2)[0], REPLACE_TABLE)
+    if len(words) > 2 and words[0] in ("DROP", "ALTER") and words[1] in _NAMESPACE:
+        start = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+        if len(tokens) > start:
+            return CatalogStatement("DATABASE", _name(tokens, start)[0],
+                                    DROP_DATABASE if words[0] == "DROP" else ALTER_DATABASE)
+    return None
+
+
+def _name(tokens: list[Token], i: int) -> tuple[str, int]:
+    """The dotted name starting at token ``i`` and the index of the token after it."""
+    parts = [tokens[i].text]
+    i += 1
+    while i + 1 < len(tokens) and tokens[i].token_type == TokenType.DOT:
+        parts.append(tokens[i + 1].text)
+        i += 2
+    return ".".join(parts), i
+
+
+def _alter_action(rest: list[str]) -> str:
+    head, second = (rest + ["", ""])[:2]
+    if (head, second) == ("RENAME", "TO"):
+        return RENAME
+    if (head, second) == ("SET", "LOCATION"):
+        return LOCATION
+    if head in ("SET", "UNSET") and second == "TBLPROPERTIES":
+        return PROPERTIES
+    if head == "AS":
+        return VIEW_QUERY
+    if (head, second) == ("WITH", "SCHEMA"):
+        return VIEW_SCHEMA
+    if head in ("ADD", "DROP") and second == "CONSTRAINT":
+        return CONSTRAINT
+    if (head, second) == ("CLUSTER", "BY"):
+        return CLUSTER
+    if head in ("ADD", "DROP") and second in ("COLUMN", "COLUMNS", "IF"):
+        return COLUMNS
+    if head in ("ALTER", "CHANGE") or (head, second) in (("RENAME", "COLUMN"), ("REPLACE", "COLUMNS")):
+        return COLUMNS
+    return OTHER  # partitions, SERDE, RECOVER ...: Spark and Delta refuse them for Delta tables before any change
+
+
+# -- execution ------------------------------------------------------------------------------------------------------
+
+
+def execute(session: Session, st: CatalogStatement, statement: str) -> Any:
+    if st.target == "DATABASE":
+        return _database(session, st, statement)
+    obj = session.catalog.lookup(st.name)
+    if st.action == REPLACE_TABLE:
+        return _replace_table(session, obj, st, statement)
+    if obj is None:
+        if _is_stream(session, st.name):
+            raise SqlError(f"{normalize(st.name)} is a stream: ALTER TABLE and COMMENT do not apply to streams, and "
+                           "streams cannot be renamed (CREATE STREAM a new one and DROP STREAM this one) in "
+                           f"statement: {short_statement(statement)}", statement)
+        if st.new_name is not None:
+            _check_free(session, st.name, _new_name(st.name, st.new_name), statement)
+        # Not a dtables object (a temporary view, a path-based table, or missing): Spark decides.
+        session.catalog.ensure_registered([st.name, *([st.new_name] if st.new_name else [])])
+        return session.spark.sql(statement)
+    if obj["kind"] == "DYNAMIC_TABLE":
+        return _dynamic_table(session, obj, st, statement)
+    if obj["kind"] == "VIEW":
+        return _view(session, obj, st, statement)
+    return _table(session, obj, st, statement)
+
+
+def _refuse(statement: str, message: str) -> SqlError:
+    return SqlError(f"{message} in statement: {short_statement(statement)}", statement)
+
+
+def _table(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+    if st.action == RENAME:
+        return _rename(session, obj, st, statement)
+    if st.action == LOCATION:
+        return _set_location(session, obj, statement)
+    # Properties, columns, comments, constraints, clustering: Delta writes them to the table's log, which every
+    # session reads; partition and SERDE forms are refused by Spark for Delta tables before anything changes.
+    session.catalog.ensure_registered([obj["name"]])
+    return session.spark.sql(statement)
+
+
+def _dynamic_table(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+    name = obj["name"]
+    if st.action in (PROPERTIES, CLUSTER):
+        session.catalog.ensure_registered([name])
+        return session.spark.sql(statement)
+    if st.action == COMMENT:
+        from dtables.dynamic import definition as defs
+
+        session.catalog.ensure_registered([name])
+        result = session.spark.sql(statement)
+        defs.set_fields(session.store, name, comment=st.comment)  # what SHOW / DESCRIBE DYNAMIC TABLE show
+        return result
+    if st.action == RENAME:
+        raise _refuse(statement, (
+            f"cannot rename dynamic table {name}: renaming dynamic tables is not supported (its refresh history, "
+            "frontier and the dynamic tables and streams that read it refer to it by name); create it under the new "
+            f"name (CREATE DYNAMIC TABLE ... AS its query, see DESCRIBE DYNAMIC TABLE {name}) and drop this one"))
+    if st.action == COLUMNS:
+        raise _refuse(statement, (
+            f"cannot change the columns of dynamic table {name}: its columns are its query's; change the query with "
+            "CREATE OR REPLACE DYNAMIC TABLE"))
+    raise _refuse(statement, (
+        f"{st.action} is not supported on dynamic table {name} (dtables writes its storage; ALTER DYNAMIC TABLE "
+        "and CREATE OR REPLACE DYNAMIC TABLE change it)"))
+
+
+def _view(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+    name = obj["name"]
+    if st.action == RENAME:
+        return _rename(session, obj, st, statement)
+    if st.action == VIEW_QUERY:
+        readers = [s.name for s in _streams(session) if s.source == name]
+        if readers:
+            raise _refuse(statement, (
+                f"cannot change the query of view {name}: streams {', '.join(readers)} hold frontiers on the tables "
+                "it reads now; drop them first (and create them again after)"))
+    session.catalog.ensure_registered([name])
+    result = session.spark.sql(statement)  # Spark refuses what does not apply to a view (e.g. COMMENT ON TABLE)
+    try:
+        session.catalog.record_view(name, _view_definition(session, name))
+    except Exception:
+        session.spark.sql(obj["definition"])  # put Spark's view back as the catalog has it
+        raise
+    return result
+
+
+def _view_definition(session: Session, name: str) -> str:
+    """The view's current definition as Spark holds it (columns, comment, properties, schema binding, query), as a
+    ``CREATE OR REPLACE VIEW`` the next session runs."""
+    text = session.spark.sql(f"SHOW CREATE TABLE {quote(name)}").first()[0]
+    tree = parse_one(text)
+    tree.set("replace", True)
+    return to_spark(tree)
+
+
+# -- rename ---------------------------------------------------------------------------------------------------------
+
+
+def _new_name(old: str, new: str) -> str:
+    """Spark keeps a renamed table in its database when the new name gives none."""
+    return normalize(new) if "." in new else f"{normalize(old).split('.')[0]}.{normalize(new).split('.')[1]}"
+
+
+def _is_stream(session: Session, name: str) -> bool:
+    from dtables.streams import store as stream_store
+
+    return normalize(name) in stream_store.names(session.store)
+
+
+def _streams(session: Session) -> list[Any]:
+    from dtables.streams import store as stream_store
+
+    return stream_store.all_streams(session.store)
+
+
+def _check_free(session: Session, old: str, new: str, statement: str) -> None:
+    taken = session.catalog.lookup(new)
+    if taken is not None:
+        kind = taken["kind"].lower().replace("_", " ")
+        raise _refuse(statement, f"cannot rename {normalize(old)} to {new}: a {kind} named {new} exists")
+    if _is_stream(session, new):
+        raise _refuse(statement, f"cannot rename {normalize(old)} to {new}: a stream named {new} exists")
+
+
+def _rename(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+    """RENAME TO: Spark renames its registration, the catalog record follows, and so do the streams on the object
+    (their frontiers are positions in its Delta log, which keeps its location): as in Snowflake, renaming a source
+    neither breaks a stream nor makes it stale. Dynamic tables and views read their sources by name, as in
+    Snowflake: one reading the old name fails until that name exists again (frontier.py names the rename)."""
+    from dtables.streams import store as stream_store
+
+    old = obj["name"]
+    new = _new_name(old, st.new_name or "")
+    if new == old:
+        raise _refuse(statement, f"cannot rename {old} to itself")
+    _check_free(session, old, new, statement)
+    busy = [s.name for s in _streams(session) if s.pending and json.dumps(old) in json.dumps(s.pending)]
+    if busy:
+        raise _refuse(statement, (
+            f"cannot rename {old}: a consumption of stream(s) {', '.join(busy)} that reads or writes it is still "
+            "being finished; query the stream once (that completes it) and rename again"))
+    channels = [r["name"] for r in session.store.query("SELECT name FROM channels WHERE table_name = ?", (old,))]
+    if channels:
+        raise _refuse(statement, (
+            f"cannot rename {old}: ingestion channels {', '.join(channels)} write it and keep their offset tokens "
+            "under its name; drop them first (Client.drop_channel) and open them again on the new name"))
+    session.catalog.ensure_registered([old])
+    result = session.spark.sql(statement)  # Spark refuses (e.g. another database) before anything changed
+    try:
+        definition = _view_definition(session, new) if obj["kind"] == "VIEW" else None
+        with session.store.connect() as conn:
+            session.catalog.rename(conn, old, new, definition)
+            stream_store.follow_rename(conn, old, new)
+    except Exception:
+        kind = "VIEW" if obj["kind"] == "VIEW" else "TABLE"
+        session.spark.sql(f"ALTER {kind} {quote(new)} RENAME TO {quote(old)}")  # undo Spark's side
+        raise
+    return result
+
+
+# -- location, REPLACE TABLE, databases -----------------------------------------------------------------------------
+
+
+def _set_location(session: Session, obj: dict[str, Any], statement: str) -> Any:
+    name = obj["name"]
+    if obj["managed"]:
+        raise _refuse(statement, (
+            f"cannot move table {name}: dtables created it and keeps its files in the warehouse ({obj['location']}); "
+            "SET LOCATION applies to tables registered with CREATE TABLE ... LOCATION"))
+    readers = [s.name for s in _streams(session) if name in s.frontier or s.source == name]
+    if readers:
+        raise _refuse(statement, (
+            f"cannot move table {name}: streams {', '.join(readers)} hold frontiers that are versions of the table "
+            "at its current location; drop them first"))
+    session.catalog.ensure_registered([name])
+    result = session.spark.sql(statement)
+    location = session.spark.sql(f"DESCRIBE DETAIL {quote(name)}").first()["location"]
+    session.catalog.record_table(name, location, managed=False)
+    return result
+
+
+def _replace_table(session: Session, obj: dict[str, Any] | None, st: CatalogStatement, statement: str) -> Any:
+    """``REPLACE TABLE`` is ``CREATE OR REPLACE TABLE`` of a table that must exist (same checks, same catalog)."""
+    from dtables.sql.executor import execute_statement
+
+    if obj is None:
+        raise ObjectNotFound(f"table {normalize(st.name)} does not exist (REPLACE TABLE replaces an existing table; "
+                             f"use CREATE OR REPLACE TABLE) in statement: {short_statement(statement)}", statement)
+    create = "CREATE OR " + statement.lstrip()
+    return execute_statement(session, create, parse_one(create))
+
+
+def _database(session: Session, st: CatalogStatement, statement: str) -> Any:
+    db = normalize(f"{st.name}.x").split(".")[0]
+    if st.action == ALTER_DATABASE:
+        raise _refuse(statement, (
+            f"cannot alter database {db}: dtables keeps no database properties or locations (its catalog records "
+            "tables and views, and each session creates their databases by name)"))
+    held = [o["name"] for o in session.catalog.objects() if o["name"].split(".")[0] == db]
+    held += sorted(n for n in _stream_names(session) if n.split(".")[0] == db)
+    if held:
+        raise _refuse(statement, (
+            f"cannot drop database {db}: it holds {', '.join(held)}; drop them first (DROP TABLE, DROP VIEW, "
+            "DROP DYNAMIC TABLE, DROP STREAM)"))
+    if db == DEFAULT_DB:
+        raise _refuse(statement, f"cannot drop database {DEFAULT_DB}")
+    return session.spark.sql(statement)
+
+
+def _stream_names(session: Session) -> set[str]:
+    from dtables.streams import store as stream_store
+
+    return stream_store.names(session.store)
