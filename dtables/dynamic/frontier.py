@@ -111,6 +111,6 @@ def _renamed_to(session: Session, owner: str, source: str) -> str | None:
             log = DeltaLog(session.spark, obj["location"], obj["name"])
             if log.exists and log.metadata_at(log.latest_version).table_id == table_id:
                 return str(obj["name"])
-        except Exception:  # noqa: BLE001 - an unreadable table is simply not the one
+        except Exception:  # noqa: BLE001, S112 - an unreadable table is simply not the one
             continue
     return None

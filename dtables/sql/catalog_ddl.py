@@ -52,7 +52,7 @@ class CatalogStatement:
     comment: str | None = None  # COMMENT ON TABLE ... IS '<comment>' (None for IS NULL)
 
 
-_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
 _HEADS = ("ALTER", "COMMENT", "REPLACE", "DROP")
 
 
