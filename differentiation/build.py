@@ -18,7 +18,7 @@ from differentiation.errors import UnsupportedQuery
 from differentiation.pushdown import push_filters_into_joins
 from differentiation.subqueries import ORIGIN, unnest
 from differentiation.plan import (
-    AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scalar, Scan, UnionAll, Window,
+    AggCall, Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, Scan, UnionAll, Window,
 )
 from differentiation.support import check_buildable, position_of
 
@@ -117,6 +117,8 @@ class _Builder:
         plan = self.source(from_.this, ctes)
         for j in sel.args.get("joins") or []:
             plan = self.join(plan, j, ctes)
+        for lateral in sel.args.get("laterals") or []:
+            plan = _generate(plan, lateral)
         where = sel.args.get("where")
         parts = ([] if where is None else where.this.flatten() if isinstance(where.this, exp.And) else [where.this])
         conditions = [c for c in parts if c != exp.true()]
@@ -160,6 +162,20 @@ class _Builder:
         if on is not None:
             return Join(left, right, "inner", _scalar(on), origin)
         return Join(left, right, "cross", None, origin)
+
+
+def _generate(plan: Node, lateral: exp.Lateral) -> Node:
+    """LATERAL VIEW [OUTER] explode / posexplode (the only laterals `check_buildable` lets through)."""
+    f = lateral.this
+    positional = isinstance(f, exp.Posexplode)
+    outer = bool(lateral.args.get("outer")) or isinstance(f, (exp.ExplodeOuter, exp.PosexplodeOuter))
+    table = lateral.alias
+    columns = [c.name for c in lateral.args["alias"].columns]
+    if not columns:
+        raise UnsupportedQuery("name the columns of a LATERAL VIEW: LATERAL VIEW explode(...) t AS x",
+                               "LATERAL VIEW", position_of(lateral))
+    return Generate(plan, "posexplode" if positional else "explode", _scalar(f.this), outer,
+                    tuple(f"{table}.{c}" for c in columns))
 
 
 def _set_difference(q: exp.Intersect | exp.Except, left: Node, right: Node) -> Node:

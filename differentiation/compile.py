@@ -20,7 +20,7 @@ from differentiation.delta_nodes import (
     At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Snapshot, StoredState, Sum,
 )
 from differentiation.plan import (
-    FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll, Window,
+    FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scan, UnionAll, Window,
 )
 from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
@@ -99,7 +99,7 @@ class Compiler:
             Filter: self._filter, Project: self._project, Join: self._join, Aggregate: self._aggregate,
             UnionAll: self._union, Distinct: self._distinct, Empty: self._empty, Signed: self._signed,
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
-            AlgebraicAggregateDelta: self._algebraic, Window: self._window,
+            AlgebraicAggregateDelta: self._algebraic, Window: self._window, Generate: self._generate,
         }
 
     def name(self, node: Node) -> str:
@@ -199,6 +199,21 @@ class Compiler:
         assert isinstance(node, Window)
         items = [alias(e.expr.copy(), n) for n, e in node.outputs]
         return exp.select(*_cols(node.child), *items, *_meta(node)).from_(self.source(node.child))
+
+    def _generate(self, node: Node) -> exp.Query:
+        """Always posexplode: the position makes each element's row id (and is the first column of posexplode)."""
+        assert isinstance(node, Generate)
+        values = node.names[1:] if node.function == "posexplode" else node.names
+        inner = ["__pos"] + [f"__g{i}" for i in range(len(values))]
+        generated = ([alias(col("__pos", "g"), node.names[0])] if node.function == "posexplode" else [])
+        generated += [alias(col(f"__g{i}", "g"), n) for i, n in enumerate(values)]
+        row_id = alias(hash_ids([col(ROW_ID, "t"), cast(col("__pos", "g"), "STRING")]), ROW_ID)
+        meta = [col(ACTION, "t")] if node.is_delta else []
+        select = exp.select(*_cols(node.child, "t"), *generated, row_id, *meta).from_(self.source(node.child))
+        select.append("laterals", exp.Lateral(this=exp.Posexplode(this=node.arg.expr.copy()), view=True,
+                                              outer=node.outer or None,
+                                              alias=exp.TableAlias(this=ident("g"), columns=[ident(c) for c in inner])))
+        return select
 
     def _union(self, node: Node) -> exp.Query:
         assert isinstance(node, UnionAll)

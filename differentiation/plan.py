@@ -300,4 +300,32 @@ class Window(Node):
         return f"Window partition=[{keys}] " + ", ".join(f"{e} AS {n}" for n, e in self.outputs)
 
 
-RELATIONAL_NODES: tuple[type[Node], ...] = (Scan, Filter, Project, Join, Aggregate, UnionAll, Distinct, Window)
+@dataclass(frozen=True)
+class Generate(Node):
+    """LATERAL VIEW [OUTER] explode / posexplode: each child row once per element of `arg` (an array or a map); a NULL
+    or empty one drops the row, or keeps it with NULLs when `outer`. `names` are the generated columns, the position
+    first for posexplode; a row's id is its child row's id with the element's position."""
+
+    child: Node
+    function: str  # "explode" or "posexplode"
+    arg: Scalar
+    outer: bool
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.function not in ("explode", "posexplode"):
+            raise ValueError(f"unknown generator {self.function}")
+        _unique(self.columns(), "LATERAL VIEW")
+        _check_refs(self.arg.columns(), self.child.columns(), "LATERAL VIEW")
+
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns() + self.names
+
+    def label(self) -> str:
+        outer = " OUTER" if self.outer else ""
+        return f"Generate{outer} {self.function}({self.arg}) AS {', '.join(self.names)}"
+
+
+RELATIONAL_NODES: tuple[type[Node], ...] = (
+    Scan, Filter, Project, Join, Aggregate, UnionAll, Distinct, Window, Generate,
+)

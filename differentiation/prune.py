@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.delta_nodes import ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, Restrict, Snapshot, Sum
-from differentiation.plan import Aggregate, Distinct, Filter, Join, Node, Project, UnionAll, Window
+from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Node, Project, UnionAll, Window
 from differentiation.rewrite import map_children
 
 
@@ -70,6 +70,8 @@ def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] |
         return ()
     if isinstance(node, (Filter, Consolidate, Restrict)):
         return _change_reads(node.child, column)
+    if isinstance(node, Generate):
+        return _change_reads(node.child, column) if column in node.child.columns() else None
     if isinstance(node, Project):
         source = _renamed(node, column)
         return None if source is None else _change_reads(node.child, source)
@@ -111,6 +113,8 @@ def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | Non
         if column not in keys or not isinstance(keys[column].expr, exp.Column):
             return None
         return down(node.child, keys[column].expr.name)
+    if isinstance(node, Generate):  # a filter on a column of the row keeps or drops all its elements
+        return down(node.child, column) if column in node.child.columns() else None
     if isinstance(node, Window):  # a filter on a partition key keeps or drops whole partitions
         if column not in {k.expr.name for k in node.partition if isinstance(k.expr, exp.Column)}:
             return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from differentiation.errors import UnsupportedQuery
-from differentiation.plan import Aggregate, Filter, Join, Node, Project, Scalar, Window
+from differentiation.plan import Aggregate, Filter, Generate, Join, Node, Project, Scalar, Window
 
 _NON_DETERMINISTIC_CLASSES: tuple[type[exp.Expression], ...] = (
     exp.Rand,
@@ -63,6 +63,11 @@ def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQu
     return UnsupportedQuery(message, construct, position_of(node))
 
 
+def _is_lateral_view(node: exp.Lateral) -> bool:
+    return bool(node.args.get("view")) and type(node.this) in (exp.Explode, exp.Posexplode, exp.ExplodeOuter,
+                                                                exp.PosexplodeOuter)
+
+
 def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
     """Raise UnsupportedQuery for the first construct the plan IR cannot represent (`sql`: its text)."""
     for node in tree.walk():
@@ -74,13 +79,19 @@ def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
             name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
             pos = keyword_position(sql, name, node.expression, node)
             raise UnsupportedQuery(f"{name} ALL is not supported; {name} (DISTINCT) is", f"{name} ALL", pos)
-        if isinstance(node, exp.Lateral):
-            raise _refuse("LATERAL is not supported", "LATERAL", node)
+        if isinstance(node, exp.Lateral) and not _is_lateral_view(node):
+            raise _refuse("LATERAL is supported only as LATERAL VIEW [OUTER] explode(...) or posexplode(...)",
+                          "LATERAL", node)
         if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
             word = {exp.Cube: "CUBE", exp.Rollup: "ROLLUP"}.get(type(node), "GROUPING SETS")
             pos = keyword_position(sql, word, node, node)
             raise UnsupportedQuery(f"{word} is not supported", "grouping sets", pos)
-        if isinstance(node, (exp.Pivot, exp.Unnest, exp.Explode)):
+        in_view = isinstance(node.parent, exp.Lateral) and _is_lateral_view(node.parent)
+        if isinstance(node, (exp.Explode, exp.ExplodeOuter)) and not in_view:
+            word = type(node).__name__.upper()
+            raise _refuse(f"{word} outside LATERAL VIEW is not supported; write LATERAL VIEW {word.lower()}(...) t AS "
+                          "...", word, node)
+        if isinstance(node, (exp.Pivot, exp.Unnest)):
             raise _refuse(f"{type(node).__name__.upper()} is not supported", type(node).__name__.upper(), node)
 
 
@@ -100,6 +111,8 @@ def _scalars(node: Node) -> list[tuple[str, Scalar]]:
         return [("select list", e) for _, e in node.outputs]
     if isinstance(node, Join) and node.condition is not None:
         return [("join condition", node.condition)]
+    if isinstance(node, Generate):
+        return [("LATERAL VIEW", node.arg)]
     if isinstance(node, Window):
         return [("window function", e) for _, e in node.outputs] + [("PARTITION BY", k) for k in node.partition]
     if isinstance(node, Aggregate):

@@ -6,7 +6,7 @@ import re
 
 from sqlglot import exp
 
-from differentiation.plan import Distinct, Filter, Join, Node, Project, Scan, UnionAll, Window
+from differentiation.plan import Distinct, Filter, Generate, Join, Node, Project, Scan, UnionAll, Window
 
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "BYTE", "SHORT", "LONG")
 _DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
@@ -16,8 +16,8 @@ def column_types(node: Node) -> dict[str, str]:
     """Known types of `node`'s columns: base columns carried through filters, joins and renames."""
     if isinstance(node, Scan):
         return {f"{node.alias}.{c}": t.upper().strip() for c, t in node.schema}
-    if isinstance(node, (Filter, Distinct, Window)):
-        return column_types(node.child)
+    if isinstance(node, (Filter, Distinct, Window, Generate)):
+        return {n: t for n, t in column_types(node.child).items() if n in node.child.columns()}
     if isinstance(node, Join):
         return {n: t for n, t in {**column_types(node.left), **column_types(node.right)}.items() if n in node.columns()}
     if isinstance(node, Project):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from differentiation.plan import Aggregate, Distinct, Filter, Join, Project, Scan, UnionAll, Window
+from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Project, Scan, UnionAll, Window
 from differentiation.rewrite import Rule
 from differentiation.rules.aggregate import derive_aggregate_any
 from differentiation.rules.distinct import derive_distinct
-from differentiation.rules.filter_project import derive_filter, derive_project, derive_scan
+from differentiation.rules.filter_project import derive_filter, derive_generate, derive_project, derive_scan
 from differentiation.rules.join import derive_join
 from differentiation.rules.union import derive_union_all
 from differentiation.rules.window import derive_window
@@ -22,6 +22,7 @@ RULES: tuple[tuple[type, Rule], ...] = (
     (UnionAll, derive_union_all),
     (Distinct, derive_distinct),
     (Window, derive_window),
+    (Generate, derive_generate),
 )
 
 __all__ = ["RULES"]

@@ -19,6 +19,7 @@ BUILD_REFUSALS = [
     ("SELECT k, (SELECT w FROM s) AS m FROM r", "scalar subquery", "line 1, column 19"),
     ("SELECT k, (SELECT MAX(w) FROM s WHERE s.k > r.k) AS m FROM r", "scalar subquery", "line 1, column 19"),
     ("SELECT k, v FROM r GROUP BY k", "non-grouped column", "line 1, column 11"),
+    ("SELECT k, explode(array(v)) AS x FROM r", "EXPLODE", "line 1, column 11"),
     ("SELECT k, stddev(v) AS d FROM r GROUP BY k", "STDDEV", "line 1, column 11"),
     ("SELECT k FROM r GROUP BY ROLLUP (k)", "grouping sets", "line 1, column 26"),
 ]
