@@ -79,6 +79,12 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
         except SqlError as e:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
                            f"{e}", statement) from None
+        from differentiation import incremental_reason
+
+        reason = incremental_reason(plan)  # buildable but not maintainable (a window without PARTITION BY, rand())
+        if reason is not None:
+            raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
+                           f"{reason}", statement)
         if mode == "APPEND_ONLY":
             from differentiation.monotonic import non_monotonic_operator
 
