@@ -28,6 +28,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batches", default=",".join(refresh_functions.BATCHES),
                    help="comma-separated batches, in order: rf1, rf2, update")
     p.add_argument("--skip-pipelines", action="store_true", help="leave out Spark Declarative Pipelines")
+    p.add_argument("--rewritten", action="store_true",
+                   help="the hand-rewritten variants (queries/qNN.dt.sql) instead of TPC-H's text, for comparison")
     p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
                    help="where generated data is cached (one folder per scale factor)")
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix=f"tpch-sf{args.sf:g}-"))
     work.mkdir(parents=True, exist_ok=True)
-    queries = workload.select(args.queries)
+    queries = workload.select(args.queries, args.rewritten)
     batches = args.batches.split(",")
 
     t = time.perf_counter()
