@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from differentiation.plan import Join
+
 from dtables.catalog import NEW_TABLE_PROPERTIES, normalize, quote
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
@@ -62,18 +64,27 @@ def in_users_text(reason: str, query: str, statement: str | None) -> str:
 def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any],
                         statement: str | None = None) -> tuple[str, str]:
     """(INCREMENTAL | FULL, reason in words). INCREMENTAL on a query that cannot be differentiated is refused."""
-    _, why_not = incremental_support(query, sources)
+    plan, why_not = incremental_support(query, sources)
     if why_not is not None:
         why_not = in_users_text(why_not, query, statement)
     if requested == FULL:
         return FULL, "REFRESH_MODE = FULL was requested"
     if why_not is None:
+        rewrites = _rewrites(plan)
         return INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested" if requested == INCREMENTAL else
-                             "AUTO: every operator of the query can be maintained incrementally")
+                             "AUTO: every operator of the query can be maintained incrementally") + rewrites
     if requested == INCREMENTAL:
         raise DynamicTableError(f"dynamic table {name}: REFRESH_MODE = INCREMENTAL is not possible: {why_not}; "
                                 "use REFRESH_MODE = FULL or AUTO")
     return FULL, f"AUTO chose FULL: {why_not}"
+
+
+def _rewrites(plan: Any) -> str:
+    """``; maintained as: EXISTS subquery -> semi join, ...`` for the joins the query's subqueries and set operations
+    became (what the plan shows as ``(from ...)``), or ''."""
+    seen = dict.fromkeys(f"{n.origin} -> {n.kind} join" for n in (plan.walk() if plan is not None else [])
+                         if isinstance(n, Join) and n.origin)
+    return f"; maintained as: {', '.join(seen)}" if seen else ""
 
 
 def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dict[str, Any]:
