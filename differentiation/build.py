@@ -182,15 +182,41 @@ def _set_difference(q: exp.Intersect | exp.Except, left: Node, right: Node) -> N
     """INTERSECT / EXCEPT (DISTINCT): the distinct rows of `left` that do / do not equal a row of `right`, as a semi /
     anti join comparing every column NULL-safely (set operations take NULLs as equal)."""
     word = "INTERSECT" if isinstance(q, exp.Intersect) else "EXCEPT"
-    if not q.args.get("distinct"):
-        raise UnsupportedQuery(f"{word} ALL is not supported; {word} (DISTINCT) is", f"{word} ALL", position_of(q))
     if len(left.columns()) != len(right.columns()):
         raise UnsupportedQuery(f"{word} branches have different numbers of columns", word, position_of(q))
+    if not q.args.get("distinct"):
+        return _set_difference_all(word, left, right)
     names = tuple(f"__set{i}" for i in range(len(right.columns())))
     right = Project(right, tuple((n, Scalar.column(c)) for n, c in zip(names, right.columns())))
     same = exp.and_(*(exp.NullSafeEQ(this=Scalar.column(a).expr, expression=Scalar.column(b).expr)
                       for a, b in zip(left.columns(), names)))
     return Join(Distinct(left), right, "semi" if word == "INTERSECT" else "anti", Scalar(same), word)
+
+
+def _set_difference_all(word: str, left: Node, right: Node) -> Node:
+    """INTERSECT ALL / EXCEPT ALL: each distinct row min(m, n) / max(m - n, 0) times, m and n its copies on the left
+    and the right: both sides counted per row (NULL-safe groups), joined on every column NULL-safely (EXCEPT: a left
+    join, a missing right count is 0), and each row repeated by exploding 1..count."""
+    def counted(side: Node, prefix: str) -> Aggregate:
+        keys = tuple((f"{prefix}{i}", Scalar.column(c)) for i, c in enumerate(side.columns()))
+        return Aggregate(side, keys, ((f"{prefix}n", AggCall("COUNT", None)),))
+
+    a, b = counted(left, "__a"), counted(right, "__b")
+    width = len(left.columns())
+    same = exp.and_(*(exp.NullSafeEQ(this=Scalar.column(f"__a{i}").expr, expression=Scalar.column(f"__b{i}").expr)
+                      for i in range(width)))
+    m, n = Scalar.column("__an").expr, Scalar.column("__bn").expr
+    if word == "INTERSECT":
+        joined: Node = Join(a, b, "inner", Scalar(same), "INTERSECT ALL")
+        copies = exp.Least(this=m, expressions=[n])
+    else:
+        joined = Join(a, b, "left", Scalar(same), "EXCEPT ALL")
+        copies = exp.Sub(this=m, expression=exp.func("coalesce", n, exp.Literal.number(0)))
+    count = Scalar(copies)
+    repeated = Generate(Filter(joined, Scalar(exp.GT(this=count.expr.copy(), expression=exp.Literal.number(0)))),
+                        "explode", Scalar(exp.func("sequence", exp.Literal.number(1), count.expr.copy())), False,
+                        ("__copy",))
+    return Project(repeated, tuple((c, Scalar.column(f"__a{i}")) for i, c in enumerate(left.columns())))
 
 
 def _aggregates(e: exp.Expression) -> bool:

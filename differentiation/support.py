@@ -75,10 +75,6 @@ def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
             construct = "LIMIT" if isinstance(node, exp.Limit) else type(node).__name__.upper()
             pos = keyword_position(sql, construct, node, node.parent or node)
             raise UnsupportedQuery(f"{construct} is not supported", construct, pos)
-        if isinstance(node, (exp.Except, exp.Intersect)) and not node.args.get("distinct"):
-            name = "EXCEPT" if isinstance(node, exp.Except) else "INTERSECT"
-            pos = keyword_position(sql, name, node.expression, node)
-            raise UnsupportedQuery(f"{name} ALL is not supported; {name} (DISTINCT) is", f"{name} ALL", pos)
         if isinstance(node, exp.Lateral) and not _is_lateral_view(node):
             raise _refuse("LATERAL is supported only as LATERAL VIEW [OUTER] explode(...) or posexplode(...)",
                           "LATERAL", node)

@@ -57,6 +57,10 @@ SLOW = {
         "SELECT k, v FROM r INTERSECT SELECT k, w FROM s UNION ALL "
         "(SELECT v, k FROM r EXCEPT SELECT w, k FROM s WHERE w IS NOT NULL)"
     ),
+    "intersect_except_all": (
+        "SELECT k, v FROM r INTERSECT ALL SELECT k, w FROM s UNION ALL "
+        "(SELECT v, k FROM r EXCEPT ALL SELECT w, k FROM s)"
+    ),
     "lateral_view_outer": "SELECT r.k, x FROM r LATERAL VIEW OUTER explode(CASE WHEN v > 0 THEN array(v, k, v) END) e AS x",
     "posexplode": "SELECT k, p, x FROM r LATERAL VIEW posexplode(array(k, v)) e AS p, x WHERE x IS NOT NULL",
     "qualify_over_join": (

@@ -14,8 +14,6 @@ BUILD_REFUSALS = [
     ("SELECT k FROM r WHERE (k, v) IN (SELECT k, w FROM s)", "IN subquery", "line 1, column 24"),
     ("SELECT k FROM r WHERE EXISTS (SELECT s.k FROM s WHERE s.k = r.k GROUP BY s.k)", "EXISTS subquery",
      "line 1, column 38"),
-    ("SELECT k FROM r EXCEPT ALL SELECT k FROM s", "EXCEPT ALL", "line 1, column 17"),
-    ("SELECT k FROM r INTERSECT ALL SELECT k FROM s", "INTERSECT ALL", "line 1, column 17"),
     ("SELECT k, (SELECT w FROM s) AS m FROM r", "scalar subquery", "line 1, column 19"),
     ("SELECT k, (SELECT MAX(w) FROM s WHERE s.k > r.k) AS m FROM r", "scalar subquery", "line 1, column 19"),
     ("SELECT k, v FROM r GROUP BY k", "non-grouped column", "line 1, column 11"),
