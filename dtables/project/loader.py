@@ -238,6 +238,12 @@ def _statements(path: Path, text: str) -> list[tuple[str, int]]:
     return out
 
 
+
+def _syntax_problem(path: Path, first_line: int, e: ParseError) -> str:
+    """`path:line: syntax error: ...` for a statement starting at `first_line` of the file."""
+    err = e.errors[0] if e.errors else {}
+    return f"{path}:{first_line + (err.get('line') or 1) - 1}: syntax error: {err.get('description', e)}"
+
 def load_project(folder: str | Path, profile: str | None = None) -> Project:
     """Read, render and check the structure of a project folder. Raises ProjectError naming file and line."""
     from dtables.sql.dialect import parse_one
@@ -293,9 +299,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
             try:
                 tree = parse_one(query)
             except ParseError as e:
-                err = e.errors[0] if e.errors else {}
-                problems.append(f"{path}:{query_line + (err.get('line') or 1) - 1}: syntax error: "
-                                f"{err.get('description', e)}")
+                problems.append(_syntax_problem(path, query_line, e))
                 continue
             if not isinstance(tree, exp.Query):
                 problems.append(f"{path}:{query_line}: a model holds one SELECT, not {type(tree).__name__}")
@@ -325,9 +329,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                 try:
                     tree = parse_one(statement)
                 except ParseError as e:
-                    err = e.errors[0] if e.errors else {}
-                    problems.append(f"{path}:{line + (err.get('line') or 1) - 1}: syntax error: "
-                                    f"{err.get('description', e)}")
+                    problems.append(_syntax_problem(path, line, e))
                     continue
                 if not isinstance(tree, CreateStream) or not isinstance(tree.this, exp.Table):
                     problems.append(f"{path}:{line}: streams hold CREATE STREAM statements")

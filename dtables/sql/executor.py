@@ -209,6 +209,13 @@ def _target_table(tree: exp.Expression) -> exp.Table:
     return target.this if isinstance(target, exp.Schema) else target
 
 
+
+def _kind_clash(name: str, kind: str, wanted: str, statement: str) -> SqlError:
+    """A CREATE [OR REPLACE | IF NOT EXISTS] of a `wanted` over an object of another kind: refused, saying how."""
+    kind = kind.lower().replace("_", " ")
+    return SqlError(f"{name} is a {kind}, not a {wanted}; drop it first (DROP {kind.upper()} {name}) in statement: "
+                    f"{short_statement(statement)}", statement)
+
 def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     table = _target_table(tree)
     name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
@@ -220,9 +227,7 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     location_prop = props.find(exp.LocationProperty)
     existing = session.catalog.lookup(name)
     if existing is not None and existing["kind"] != "TABLE" and (tree.args.get("replace") or tree.args.get("exists")):
-        kind = existing["kind"].lower().replace("_", " ")
-        raise SqlError(f"{name} is a {kind}, not a table; drop it first (DROP {kind.upper()} {name}) in statement: "
-                       f"{short_statement(statement)}", statement)
+        raise _kind_clash(name, existing["kind"], "table", statement)
     if existing is not None and tree.args.get("exists"):  # CREATE TABLE IF NOT EXISTS of a table: nothing changes
         session.catalog.ensure_registered([name])
         return session.spark.sql(statement)
@@ -290,9 +295,7 @@ def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
     name = normalize(f"{view.db}.{view.name}" if view.db else view.name)
     existing = None if temporary else session.catalog.lookup(name)
     if existing is not None and existing["kind"] != "VIEW":
-        kind = existing["kind"].lower().replace("_", " ")
-        raise SqlError(f"{name} is a {kind}, not a view; drop it first (DROP {kind.upper()} {name}) in statement: "
-                       f"{short_statement(statement)}", statement)
+        raise _kind_clash(name, existing["kind"], "view", statement)
     if existing is not None and tree.args.get("exists"):  # CREATE VIEW IF NOT EXISTS of a view: nothing changes
         session.catalog.ensure_registered([name])
         return session.spark.sql(statement)
