@@ -146,7 +146,9 @@ def incremental_reason(plan: Node) -> str | None:
                 at = f" at {pos}" if pos else ""
                 return f"non-deterministic function {name} in {where}{at} cannot be maintained incrementally"
         if isinstance(node, Window) and not node.partition:
-            return (f"window function {node.outputs[0][1]} has no PARTITION BY, so it cannot be maintained "
+            pos = position_of(node.outputs[0][1].expr)
+            at = f" at {pos}" if pos else ""
+            return (f"window function {node.outputs[0][1]}{at} has no PARTITION BY, so it cannot be maintained "
                     "incrementally: every change would recompute all rows, which a FULL refresh does cheaper")
         if isinstance(node, Join) and node.kind in ("left", "right", "full") and not equi_keys(node)[0]:
             return (f"{node.kind.upper()} OUTER JOIN ON {node.condition} has no equality condition between its "

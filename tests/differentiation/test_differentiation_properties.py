@@ -28,9 +28,6 @@ QUICK = {
     # semi and anti joins: a NULL in the subquery empties NOT IN; a residual non-equality rides along
     "exists": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w <> r.v)",
     "not_in": "SELECT k, v FROM r WHERE v NOT IN (SELECT w FROM s WHERE k > 0)",
-    "window": ("SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v DESC) AS rk, "
-               "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
-               "lag(v, 1, -9) OVER (PARTITION BY k ORDER BY v) AS prev FROM r"),
 }
 
 SLOW = {
@@ -63,6 +60,9 @@ SLOW = {
     ),
     "lateral_view_outer": "SELECT r.k, x FROM r LATERAL VIEW OUTER explode(CASE WHEN v > 0 THEN array(v, k, v) END) e AS x",
     "posexplode": "SELECT k, p, x FROM r LATERAL VIEW posexplode(array(k, v)) e AS p, x WHERE x IS NOT NULL",
+    "window": ("SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v DESC) AS rk, "
+               "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
+               "lag(v, 1, -9) OVER (PARTITION BY k ORDER BY v) AS prev FROM r"),
     "qualify_over_join": (
         "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k "
         "QUALIFY dense_rank() OVER (PARTITION BY r.k ORDER BY s.w) <= 1"

@@ -38,7 +38,7 @@ def test_build_refusals_name_construct_and_position(sql: str, construct: str, po
     ("SELECT k FROM r WHERE v >\n rand() * 3", "RAND() in filter at line 2, column 2"),
     ("SELECT k, current_timestamp() AS t FROM r", "CURRENT_TIMESTAMP() in select list at line 1, column 11"),
     ("SELECT r.k FROM r LEFT JOIN s ON r.k < s.k", "LEFT OUTER JOIN ON `r.k` < `s.k` has no equality"),
-    ("SELECT k, row_number() OVER (ORDER BY v) AS n FROM r", "ROW_NUMBER() OVER (ORDER BY `r.v`) has no PARTITION BY"),
+    ("SELECT k, row_number() OVER (ORDER BY v) AS n FROM r", "ROW_NUMBER() OVER (ORDER BY `r.v`) at line 1, column 11 has no PARTITION BY"),
 ])
 def test_buildable_but_not_incremental(sql: str, fragment: str) -> None:
     plan = build_plan(sql, SCHEMA)
