@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
 from dtables.catalog import NEW_TABLE_PROPERTIES, normalize, quote
@@ -18,7 +19,7 @@ from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, STATE_P
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
-from dtables.dynamic.plan import incremental_support
+from dtables.dynamic.plan import incremental_support, maintained_plan
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import to_spark
@@ -107,6 +108,46 @@ def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dic
     return found
 
 
+def _stored_query(session: Session, name: str, tree: CreateDynamicTable
+                  ) -> tuple[exp.Expression, str, tuple[str, ...], dict[str, Any], Any, list[str]]:
+    """The query as the table stores it (views inlined, sources qualified, outputs named), its sources and their
+    versions, and its Spark schema (analysis only, no Spark job) and column names."""
+    from dtables.change_queries import expand_views
+
+    # Views are inlined: the stored query reads base tables and dynamic tables only, whose versions make the
+    # frontier. A later CREATE OR REPLACE VIEW does not reach this table until it is re-created.
+    query_tree, sources = defs.qualify_sources(expand_views(session, tree.args["query"].copy()))
+    query = defs.query_sql(query_tree)
+    source_versions = _check_sources(session, name, sources)
+    session.catalog.ensure_registered(sources)
+    visible = hide_state_columns(session, query_tree)  # upstream dynamic tables: their visible columns only
+    schema = session.spark.sql(query if visible is None else to_spark(visible)).schema
+    spark_names = [f.name for f in schema.fields]
+    names = [c.name for c in tree.args.get("columns") or []] or spark_names
+    check_unique(f"dynamic table {name}", names)
+    # The stored query carries the final names (the column list's, or Spark's for unnamed expressions such as
+    # sum(i)), so its plan, its refreshes and its table agree on every column.
+    query_tree = name_outputs(query_tree, spark_names, names, f"dynamic table {name}")
+    return query_tree, defs.query_sql(query_tree), sources, source_versions, schema, names
+
+
+def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -> str:
+    """EXPLAIN of a CREATE DYNAMIC TABLE, which creates nothing: the refresh mode it would get and why, then the
+    plan it would be maintained by and that plan's derivative, each join with what it was written as."""
+    name = _name(tree.this)
+    _, query, _, source_versions, _, _ = _stored_query(session, name, tree)
+    requested = tree.args["refresh_mode"].name.upper()
+    try:
+        mode, reason = choose_refresh_mode(name, requested, query, source_versions, statement)
+    except DynamicTableError as e:
+        return f"refused: {e}"
+    head = f"dynamic table {name}: refresh mode {mode}: {reason}"
+    plan, _ = incremental_support(query, source_versions)
+    if mode != INCREMENTAL or plan is None:
+        return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
+    return f"{head}\n{explain_plan(maintained_plan(plan, INCREMENTAL))}"
+
+
 def create(session: Session, tree: exp.Expression, statement: str) -> Any:
     assert isinstance(tree, CreateDynamicTable)
     name = _name(tree.this)
@@ -123,24 +164,8 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:
         raise DynamicTableError(f"dynamic table {name}: {e}") from None
-    from dtables.change_queries import expand_views
-
-    # Views are inlined: the stored query reads base tables and dynamic tables only, whose versions make the
-    # frontier. A later CREATE OR REPLACE VIEW does not reach this table until it is re-created.
-    query_tree, sources = defs.qualify_sources(expand_views(session, tree.args["query"].copy()))
-    query = defs.query_sql(query_tree)
-    source_versions = _check_sources(session, name, sources)
-    session.catalog.ensure_registered(sources)
-    visible = hide_state_columns(session, query_tree)  # upstream dynamic tables: their visible columns only
-    schema = session.spark.sql(query if visible is None else to_spark(visible)).schema  # analysis, no Spark job
-    spark_names = [f.name for f in schema.fields]
+    query_tree, query, sources, source_versions, schema, names = _stored_query(session, name, tree)
     given = tree.args.get("columns") or []
-    names = [c.name for c in given] or spark_names
-    check_unique(f"dynamic table {name}", names)
-    # The stored query carries the final names (the column list's, or Spark's for unnamed expressions such as
-    # sum(i)), so its plan, its refreshes and its table agree on every column.
-    query_tree = name_outputs(query_tree, spark_names, names, f"dynamic table {name}")
-    query = defs.query_sql(query_tree)
     comments = _column_comments(name, given, names)
     columns = tuple(Column(comments[i][0], f.dataType.simpleString(), comments[i][1])
                     for i, f in enumerate(schema.fields))

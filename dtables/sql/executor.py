@@ -20,11 +20,13 @@ from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, no
 from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
+from dtables.dynamic.statements import explain_create
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
+from dtables.sql.dynamic_syntax import CreateDynamicTable
 from dtables.sql.output_names import column_mapping_properties, has_unnamed, name_outputs
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement, translate
@@ -140,6 +142,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
             from dtables.change_queries import explain_changes_clause
 
             text = explain_changes_clause(session, explained[1], explained[0])
+            return session.spark.createDataFrame([(text,)], "plan STRING")
+        if explained is not None and isinstance(explained[1], CreateDynamicTable):
+            text = explain_create(session, explained[1], explained[0])
             return session.spark.createDataFrame([(text,)], "plan STRING")
         if tree is not None and tree.find(exp.Changes) is not None:
             from dtables.change_queries import resolve_changes

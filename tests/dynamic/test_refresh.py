@@ -128,6 +128,20 @@ def test_auto_chooses_full_with_a_readable_reason_and_incremental_refuses(shop: 
     assert shop.catalog.lookup("ranked2") is None
 
 
+def test_explain_create_shows_mode_plan_and_rewrites_and_creates_nothing(shop: Any) -> None:
+    text = shop.sql("EXPLAIN CREATE DYNAMIC TABLE buyers TARGET_LAG = '1 hour' AS SELECT cust, region FROM custs c "
+                    "WHERE EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.cust AND o.amount > 6)").first()[0]
+    assert text.startswith("dynamic table default.buyers: refresh mode INCREMENTAL: AUTO: every operator"), text
+    assert "maintained as: EXISTS subquery -> semi join" in text
+    assert "Join semi" in text and "(from EXISTS subquery)" in text  # the plan names what the join was written as
+    assert "changes (" in text  # and its derivative follows
+    assert shop.catalog.lookup("buyers") is None
+    refused = shop.sql("EXPLAIN CREATE DYNAMIC TABLE r TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
+                       "SELECT id, rand() AS x FROM orders").first()[0]
+    assert refused.startswith("refused: dynamic table default.r: REFRESH_MODE = INCREMENTAL is not possible"), refused
+    assert "RAND()" in refused
+
+
 def test_suspend_resume_and_scheduled_refresh(shop: Any) -> None:
     from dtables.dynamic.executor import DynamicTableRefresher
     from dtables.dynamic.definition import now_utc
