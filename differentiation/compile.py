@@ -3,9 +3,9 @@
 Each node is compiled once, in dependency order, into a SELECT exposing its columns (quoted plan names), then
 `__row_id`, then `__action` for change sets. A node several parents read (the same snapshot in two derivative
 terms, the affected keys a restriction reads twice) is emitted once as a CTE and referenced by name; a node read
-once is written inline as a subquery. Measured on TPC-H change plans (bench/README.md): Spark analyses and plans
-that form in 0.16-0.76 s, against 0.6-1.3 s for the old renderer's text with every input written out again, and
-0.2-3.2 s when every node is a CTE (Spark's CTE substitution and inlining cost more than the text they save).
+once is written inline as a subquery. On TPC-H change plans Spark analyses that form faster than text with every
+input written out again and faster than every node as a CTE, whose substitution and inlining cost more than the
+text they save (figures: bench/README.md, "Spark analysis of compiled change plans").
 `At` is pushed into the leaves first (`push_at`), so a node's SQL never depends on where it sits in the plan.
 Quoting and precedence are sqlglot's; callers print the tree with `dtables.sql.dialect.to_spark` or `.sql("spark")`.
 """

@@ -198,8 +198,8 @@ def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -
 
 # Adaptive query execution runs each shuffle and broadcast stage as a Spark job of its own. An incremental refresh
 # is many small stages (change reads, joins with snapshots, consolidation, the MERGE's own passes) over little
-# data, so AQE doubles its job count for nothing: measured on a join + GROUP BY refresh, 23 jobs with AQE and 12
-# without, at about half the time. FULL refreshes keep it. Set spark.dtables.incrementalAdaptive=true to keep AQE.
+# data, so AQE about doubles its job count for nothing (bench/README.md, "Measurements behind design choices").
+# FULL refreshes keep it. Set spark.dtables.incrementalAdaptive=true to keep AQE.
 ADAPTIVE_SWITCH = "spark.dtables.incrementalAdaptive"
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlglot.errors import ParseError
 
 from dtables.catalog import normalize
 from dtables.project.config import (

@@ -61,8 +61,8 @@ def shallow(tree: exp.Expression, longest: int = LONGEST_CHAIN) -> exp.Expressio
     regrouped into a balanced tree, operands in the same order: ``a + b + c + d`` -> ``(a + b) + (c + d)``.
 
     sqlglot parses ``v + v + ... + v`` into a left-deep tree as deep as it is long, and its scope analysis walks
-    from every column up to its SELECT (``Scope.columns``), so qualifying n terms cost n^2 steps (4,000 terms:
-    15 s). Balanced, the walk is log n long. Only for checking: the regrouped tree reads the same columns and gets
+    from every column up to its SELECT (``Scope.columns``), so qualifying n terms cost n^2 steps (figures:
+    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking: the regrouped tree reads the same columns and gets
     the same type; it is never stored or run.
     """
     heads = [node for node in tree.find_all(*_ASSOCIATIVE)
