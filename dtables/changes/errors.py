@@ -26,3 +26,7 @@ class VersionNotFound(ChangeTrackingError):
 
 class HistoryNotRetained(ChangeTrackingError):
     """The commits or data files the interval needs were removed (log cleanup or VACUUM)."""
+
+
+class CorruptDeletionVector(ChangeTrackingError):
+    """A deletion vector that cannot be decoded: unknown format, wrong size or checksum, or a file that ends early."""

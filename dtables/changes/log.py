@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from dtables.changes.deletion_vectors import DeletionVectorDescriptor
 from dtables.changes.errors import HistoryNotRetained, VersionNotFound
 from dtables.changes.storage import Storage
 
@@ -40,6 +41,8 @@ class FileAction:
     num_records: int | None
     stats: str | None = field(default=None, compare=False, repr=False)  # the action's statistics JSON
     size: int | None = field(default=None, compare=False, repr=False)  # bytes of the file
+    # the file's deletion vector (rows of the file that are deleted), as the action describes it
+    deletion_vector: DeletionVectorDescriptor | None = field(default=None, compare=False, repr=False)
 
     @property
     def file_name(self) -> str:
@@ -66,6 +69,8 @@ class FileAction:
             num_records=num_records,
             stats=stats or None,
             size=body.get("size"),
+            deletion_vector=(DeletionVectorDescriptor.from_action(body["deletionVector"])
+                             if body.get("deletionVector") else None),
         )
 
 

@@ -107,6 +107,23 @@ class Storage:
         finally:
             stream.close()
 
+    def read_bytes(self, uri: str, start: int, length: int) -> bytes:
+        """``length`` bytes of an absolute file URI from ``start`` (fewer when the file ends first): deletion vectors
+        are read this way, a few bytes at an offset of a file that holds many."""
+        if self._local:
+            with open(local_path(uri), "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        fs, path = self._hadoop(uri)
+        stream = fs.open(path)
+        try:
+            stream.seek(start)
+            available = max(0, min(length, int(fs.getFileStatus(path).getLen()) - start))
+            # one call for the whole range (py4j hands byte[] back as bytes), not one per byte
+            return bytes(self._spark._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, available))
+        finally:
+            stream.close()
+
     def exists(self, uri: str) -> bool:
         """Whether an absolute file URI (as built by :func:`join`) exists."""
         if self._local:
