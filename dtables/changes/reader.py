@@ -42,7 +42,7 @@ from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RCV, RID, scan_change_files, scan_files, table_schema
-from dtables.changes.shapes import ChangePlan, FileScan, Shape, check_files_retained, plan_changes
+from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, Shape, check_files_retained, plan_changes
 from dtables.changes.storage import join
 
 ACTION = "METADATA$ACTION"
@@ -277,7 +277,7 @@ def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFra
     new_files = tuple(f for f in plan.added.files if f.path not in plan.old_rows_only)
     if not new_files:
         return removed, None
-    added = scan_files(spark, location, plan.metadata, FileScan(new_files, plan.added.version, True))
+    added = scan_files(spark, location, plan.metadata, plan.added.restricted(new_files))
     return removed, added.where(F.col(RCV) > start)
 
 
@@ -310,13 +310,14 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         )
     columns = [f.name for f in table_schema(meta).fields]
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files and meta.column_mapping == "none" and all(f.base_row_id is not None and not f.has_deletion_vector
-                                                        for f in files):
-        # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py): the
-        # same rows and ids as Delta's time travel below, without the Spark job that rebuilds the snapshot.
+    if files and meta.column_mapping == "none" and all(f.base_row_id is not None for f in files):
+        # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py), without the
+        # rows their deletion vectors mark: the same rows and ids as Delta's time travel below, without the
+        # Spark job that rebuilds the snapshot.
         if keep is not None:  # at least one file, so the read has the table's schema (the filter empties it)
             files = tuple(f for f in files if keep(f)) or files[:1]
-        df = scan_files(spark, location, meta, FileScan(files, version, True))
+        vectors = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
+        df = scan_files(spark, location, meta, FileScan(files, version, True, vectors))
         row_id = F.col(RID)
     else:
         df = spark.read.format("delta").option("versionAsOf", version).load(location)
