@@ -41,7 +41,17 @@ from pyspark.sql import types as T
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
-from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RCV, RID, scan_change_files, scan_files, table_schema
+from dtables.changes.scan import (
+    CHANGE_TYPE,
+    FILE,
+    FRESH,
+    RCV,
+    RID,
+    scan_change_files,
+    scan_files,
+    table_schema,
+    without_marked_rows,
+)
 from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, Shape, check_files_retained, plan_changes
 from dtables.changes.storage import join
 
@@ -334,18 +344,18 @@ CHANGE_DATA_FILES = "spark.dtables.changeDataFiles"
 def table_at(spark: Any, location: str, version: int) -> DataFrame:
     """The table's own columns at ``version``: its data files read as Parquet when the version's checksum lists
     them (no Spark job rebuilding Delta's snapshot, which time travel to any version but the cached latest one
-    costs), else Delta's time travel. Direct reads need a table without partitions, column mapping or deletion
-    vectors."""
+    costs), else Delta's time travel. Direct reads need a table without partitions or column mapping; rows its
+    deletion vectors mark are left out by row index."""
     log = DeltaLog(spark, location)
     meta = log.metadata_at(version)
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files is None or meta.partition_columns or meta.column_mapping != "none" or any(
-            f.has_deletion_vector for f in files):
+    if files is None or meta.partition_columns or meta.column_mapping != "none":
         return spark.read.format("delta").option("versionAsOf", version).load(location)
     schema = table_schema(meta)
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[join(location, unquote(f.path)) for f in files])
+    raw = spark.read.schema(schema).parquet(*[join(location, unquote(f.path)) for f in files])
+    return without_marked_rows(spark, location, raw, files)
 
 
 def change_data_files(spark: Any) -> bool:

@@ -104,6 +104,17 @@ def _scan_direct(
     return joined.where(keep).drop(_ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
 
+def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
+    """``raw``, a parquet read of ``files``, without the rows their deletion vectors mark (its own columns)."""
+    filters = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
+    marks, _, _ = _row_marks(spark, location, filters)
+    if marks is None:
+        return raw
+    tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+    on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
+    return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(f"`{c}`") for c in raw.columns])
+
+
 MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
                             T.StructField(_MARK_ROW, T.LongType(), False),
                             T.StructField(_MARK_KEEP, T.BooleanType(), False)])
