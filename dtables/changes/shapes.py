@@ -370,6 +370,15 @@ def check_files_retained(spark: Any, plan: ChangePlan) -> None:
     """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed."""
     storage = Storage(spark, plan.interval.location)
     scans = [s for s in (plan.removed, plan.added, *plan.inserted) if s is not None]
+    vectors = [d for scan in scans for r in scan.row_filters for d in (r.minus, r.only) if d is not None]
+    for d in vectors:  # a vector file VACUUM removed: the rows it marks can no longer be told apart
+        location = d.location(plan.interval.location)
+        if location is not None and not storage.exists(location):
+            raise HistoryNotRetained(
+                f"changes of {plan.interval}: deletion vector file {location} is gone (VACUUM removed it after its "
+                f"retention period); changes that old can no longer be read. Read a later interval, a stream this "
+                f"old is stale and must be recreated; keep files longer with delta.deletedFileRetentionDuration"
+            )
     for f in [f for scan in scans for f in scan.files] + list(plan.change_files or ()):
         if not storage.exists(join(plan.interval.location, unquote(f.path))):
             raise HistoryNotRetained(
