@@ -10,7 +10,7 @@ to a table keep their target as written.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -43,6 +43,20 @@ def _name(table: exp.Table) -> str | None:
     if not table.name or table.catalog:
         return None
     return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+
+
+def describe_visible(session: Session, tree: exp.Expression, statement: str) -> Any:
+    """``DESCRIBE [TABLE] [EXTENDED] <dynamic table>`` as Spark answers it, without the rows of the hidden columns;
+    None when ``tree`` describes anything else (a query, a column, another table)."""
+    from dtables.dynamic import definition as defs
+
+    target = tree.this if isinstance(tree, exp.Describe) else None
+    name = _name(target) if isinstance(target, exp.Table) else None
+    if name is None or tree.args.get("expressions") or defs.load(session.store, name) is None:
+        return None
+    session.catalog.ensure_registered([name])
+    described = session.spark.sql(statement)
+    return described.where(~described["col_name"].startswith(STATE_PREFIX))
 
 
 def hide_state_columns(session: Session, tree: exp.Expression) -> exp.Expression | None:

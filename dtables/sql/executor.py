@@ -22,7 +22,7 @@ from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.dynamic.statements import explain_create
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
-from dtables.dynamic.visible import hide_state_columns
+from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
@@ -164,6 +164,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         if handler is not None:
             return handler(session, tree, statement)
         tree, statement = point_at_virtual_tables(session, tree, statement)
+        described = describe_visible(session, tree, statement)
+        if described is not None:
+            return described
         visible = hide_state_columns(session, tree)
         if visible is not None:
             tree, statement = visible, to_spark(visible)
