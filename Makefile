@@ -20,6 +20,7 @@ demo: setup
 	$(PY) projects_example/retail_demo.py
 
 test: setup
+	$(PY) -m mypy  # the packages' types ([tool.mypy] in pyproject.toml); fails the run like a test
 	$(PY) -m pytest -q
 
 test-all: setup

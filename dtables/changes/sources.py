@@ -52,7 +52,7 @@ class IntervalSources:
     def _counted(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
                  keep: Callable[[FileAction], bool]) -> Callable[[FileAction], bool]:
         """``keep``, counting into ``self.pruning`` the files it is asked about and those it keeps."""
-        entry = {"table": table, "at": when, "keys": [k.label() for k in keys], "files": 0, "of": 0}
+        entry: dict[str, Any] = {"table": table, "at": when, "keys": [k.label() for k in keys], "files": 0, "of": 0}
         self.pruning.append(entry)
 
         def counting(f: FileAction) -> bool:

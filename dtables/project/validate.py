@@ -56,7 +56,7 @@ _ASSOCIATIVE = (exp.Add, exp.Mul, exp.And, exp.Or, exp.DPipe, exp.BitwiseAnd, ex
 LONGEST_CHAIN = 64
 
 
-def shallow(tree: exp.Expression, longest: int = LONGEST_CHAIN) -> exp.Expression:
+def shallow(tree: exp.Expr, longest: int = LONGEST_CHAIN) -> exp.Expr:
     """``tree`` (changed in place) with every chain of one associative operator longer than ``longest`` operands
     regrouped into a balanced tree, operands in the same order: ``a + b + c + d`` -> ``(a + b) + (c + d)``.
 
