@@ -6,8 +6,9 @@
   table. ``NOT IN`` keeps SQL's NULL semantics: its anti join rejects on ``x = y OR (x = y) IS NULL``, so a NULL
   in the subquery removes every row and a NULL ``x`` stays only when the subquery is empty (Spark plans this very
   condition as its null-aware anti join).
-* Scalar subqueries (and EXISTS / IN under OR) are decorrelated by sqlglot's `unnest_subqueries`: an uncorrelated aggregate becomes a cross
-  join with its one row, a correlated aggregate a LEFT JOIN with the aggregate grouped by the correlation keys.
+* Scalar subqueries (and EXISTS / IN under OR) are decorrelated by sqlglot's `unnest_subqueries`: an uncorrelated
+  aggregate becomes a cross join with its one row, a correlated aggregate a LEFT JOIN with the aggregate grouped
+  by the correlation keys.
   Only aggregates without GROUP BY or HAVING are accepted (exactly one value per outer row, as SQL requires;
   anything else could add or drop rows where SQL would fail or give NULL).
 

@@ -169,7 +169,10 @@ def _branches_type(typed: list[tuple[str, tuple[int, int] | None] | None]) -> tu
     return out
 
 
-def _wider(a: tuple[str, tuple[int, int] | None], b: tuple[str, tuple[int, int] | None]) -> tuple[str, tuple[int, int] | None]:
+TypeAndPrecision = tuple[str, tuple[int, int] | None]
+
+
+def _wider(a: TypeAndPrecision, b: TypeAndPrecision) -> TypeAndPrecision:
     (at, ad), (bt, bd) = a, b
     if at == bt:
         return a

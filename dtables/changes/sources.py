@@ -14,7 +14,15 @@ from typing import Any
 
 import differentiation as diff
 from dtables.changes.interval import Interval, open_log
-from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MAX_FRACTION, MAX_KEPT_FRACTION, MIN_BYTES, file_filter, probe_keys
+from dtables.changes.keys import (
+    DEFAULT_MIN_BYTES,
+    KEY_PRUNING,
+    MAX_FRACTION,
+    MAX_KEPT_FRACTION,
+    MIN_BYTES,
+    file_filter,
+    probe_keys,
+)
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.reader import redundant_delta, snapshot
 from dtables.changes.scan import table_schema

@@ -62,8 +62,8 @@ def shallow(tree: exp.Expr, longest: int = LONGEST_CHAIN) -> exp.Expr:
 
     sqlglot parses ``v + v + ... + v`` into a left-deep tree as deep as it is long, and its scope analysis walks
     from every column up to its SELECT (``Scope.columns``), so qualifying n terms cost n^2 steps (figures:
-    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking: the regrouped tree reads the same columns and gets
-    the same type; it is never stored or run.
+    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking:
+    the regrouped tree reads the same columns and gets the same type; it is never stored or run.
     """
     heads = [node for node in tree.find_all(*_ASSOCIATIVE)
              if not (type(node.parent) is type(node) and node.arg_key == "this")]

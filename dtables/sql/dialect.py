@@ -2,7 +2,8 @@
 
 Built on sqlglot's Spark dialect so plain Spark SQL parses as Spark's; everything dtables adds lives here:
 - ``METADATA$ACTION``-style identifiers (``$`` inside names, as in Snowflake);
-- ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) END(...)`` (sqlglot's own ``exp.Changes`` / ``exp.HistoricalData``);
+- ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) END(...)`` (sqlglot's own ``exp.Changes`` /
+  ``exp.HistoricalData``);
 - dtables statements, parsed into the expression classes below by the parsers in ``DTABLES_STATEMENTS``: each is a
   function that gets the parser positioned at the statement's first token and returns an expression or ``None``
   (not this statement; the parser is rewound). Later statements (streams, dynamic tables) register here too.

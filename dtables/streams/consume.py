@@ -267,7 +267,8 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expr]],
             location = _location(session, target) if target else None
             writes.append({"target": target, "location": location, "after": _latest(session, location),
                            "app": app_id({n: r.stream for n, r in reads.items()}, i)})
-        pending: dict[str, Any] = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names), "frontiers": frontiers,
+        pending: dict[str, Any] = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names),
+                                   "frontiers": frontiers,
                    "initial": sorted(n for n, r in reads.items() if r.stream.show_initial_rows),
                    "statements": [s for s, _ in statements], "writes": writes}
         st.set_pending(session.store, [r.stream for r in reads.values()], pending)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-import differentiation as diff
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
