@@ -278,6 +278,8 @@ def _json(value: Any, expected: type, what: str) -> Any:
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise BadValue(f"{_show(value)} is not valid JSON ({e.msg} at character {e.pos})") from None
+        except ValueError as e:  # e.g. an integer too long to convert
+            raise BadValue(f"{_show(value)} is not valid JSON ({e})") from None
     if not isinstance(value, expected):
         raise BadValue(f"{_show(value)} is not {what}")
     return value
