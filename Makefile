@@ -20,6 +20,9 @@ demo: setup
 	$(PY) projects_example/retail_demo.py
 
 test: setup
+	$(PY) -m ruff check .  # lint rules ([tool.ruff] in pyproject.toml)
+	$(PY) -m mypy  # the packages' types ([tool.mypy] in pyproject.toml); fails the run like a test
+	$(VENV)/bin/lint-imports  # import contracts ([tool.importlinter] in pyproject.toml)
 	$(PY) -m pytest -q
 
 test-all: setup

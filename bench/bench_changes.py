@@ -31,8 +31,6 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    from pyspark.sql import functions as F
-
     from dtables.spark.builder import build_spark
 
     folder = tempfile.mkdtemp(prefix="bench_changes_")
@@ -66,10 +64,11 @@ def main() -> None:
         # MINIMIZE: existing rows updated (every 1/fraction-th id, so the change is spread over the files).
         spark.sql(f"UPDATE {table} SET v = -v WHERE id % {int(1 / fraction)} = {version % 7}")
         version += 1
-        for shape_label, (start, end) in (("ADDED_ONLY", (version - 2, version - 1)), ("MINIMIZE", (version - 1, version))):
+        intervals = (("ADDED_ONLY", (version - 2, version - 1)), ("MINIMIZE", (version - 1, version)))
+        for shape_label, (start, end) in intervals:
             changes(start, end)  # warm up: the first Spark job of a kind compiles code
-            t_changes, (shape, count) = _timed(lambda: changes(start, end))
-            t_naive, naive_count = _timed(lambda: naive(start, end))
+            t_changes, (shape, count) = _timed(lambda: changes(start, end))  # noqa: B023 - called at once
+            t_naive, naive_count = _timed(lambda: naive(start, end))  # noqa: B023 - called at once
             assert count == naive_count, f"CHANGES gave {count} rows, EXCEPT ALL {naive_count}"
             assert shape == shape_label, shape
             print(f"{fraction:>8.1%} {shape:>11} {count:>9} {t_changes:>10.2f} {t_naive:>9.2f} "

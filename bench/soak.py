@@ -390,7 +390,8 @@ def run_soak(session: Any, warehouse: Path, kills: int, *, seed: int | None = No
 
 
 def report(tallies: dict[str, Tally]) -> str:
-    lines = ["| kind | kills | right after a commit | recoveries | lost | duplicated |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| kind | kills | right after a commit | recoveries | lost | duplicated |",
+             "| --- | --- | --- | --- | --- | --- |"]
     total = Tally()
     for kind, t in tallies.items():
         lines.append(f"| {kind} | {t.kills} | {t.after_commit} | {t.recoveries} | {t.lost} | {t.duplicated} |")

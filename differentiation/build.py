@@ -25,7 +25,7 @@ from differentiation.support import check_buildable, position_of
 Schema = Mapping[str, Mapping[str, str]]
 
 
-def build_plan(query: str | exp.Expression, schema: Schema) -> Node:
+def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
     """Build the plan of a SELECT over tables of `schema` ({"db.table" or "table": {column: type}})."""
     if isinstance(query, str):
         try:
@@ -66,7 +66,7 @@ class _Builder:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
 
-    def query(self, q: exp.Expression, ctes: dict[str, Node]) -> Node:
+    def query(self, q: exp.Expr, ctes: dict[str, Node]) -> Node:
         if isinstance(q, exp.Subquery):
             return self.query(q.this, ctes)
         ctes = dict(ctes)
@@ -84,7 +84,7 @@ class _Builder:
             return self.select(q, ctes)
         raise UnsupportedQuery(f"{type(q).__name__} is not supported", type(q).__name__, position_of(q))
 
-    def source(self, src: exp.Expression, ctes: dict[str, Node]) -> Node:
+    def source(self, src: exp.Expr, ctes: dict[str, Node]) -> Node:
         """A FROM item with the joins hanging on it: sqlglot parses ``(r JOIN s ON ...)`` as a subquery around
         table ``r`` that carries the join to ``s``, so every item's own joins belong to it, not to the SELECT."""
         plan = self.relation(src, ctes)
@@ -92,7 +92,7 @@ class _Builder:
             plan = self.join(plan, j, ctes)
         return plan
 
-    def relation(self, src: exp.Expression, ctes: dict[str, Node]) -> Node:
+    def relation(self, src: exp.Expr, ctes: dict[str, Node]) -> Node:
         alias = src.alias_or_name
         if isinstance(src, exp.Table):
             if not src.args.get("db") and src.name in ctes:
@@ -208,7 +208,7 @@ def _set_difference_all(word: str, left: Node, right: Node) -> Node:
     m, n = Scalar.column("__an").expr, Scalar.column("__bn").expr
     if word == "INTERSECT":
         joined: Node = Join(a, b, "inner", Scalar(same), "INTERSECT ALL")
-        copies = exp.Least(this=m, expressions=[n])
+        copies: exp.Expr = exp.Least(this=m, expressions=[n])
     else:
         joined = Join(a, b, "left", Scalar(same), "EXCEPT ALL")
         copies = exp.Sub(this=m, expression=exp.func("coalesce", n, exp.Literal.number(0)))
@@ -219,12 +219,12 @@ def _set_difference_all(word: str, left: Node, right: Node) -> Node:
     return Project(repeated, tuple((c, Scalar.column(f"__a{i}")) for i, c in enumerate(left.columns())))
 
 
-def _aggregates(e: exp.Expression) -> bool:
+def _aggregates(e: exp.Expr) -> bool:
     """True when `e` calls an aggregate outside any window (``SUM(x) OVER (...)`` is a window function)."""
     return any(f.find_ancestor(exp.Window) is None for f in e.find_all(exp.AggFunc))
 
 
-def _windows(plan: Node, outputs: list[tuple[str, exp.Expression]]) -> tuple[Node, list[tuple[str, exp.Expression]]]:
+def _windows(plan: Node, outputs: list[tuple[str, exp.Expr]]) -> tuple[Node, list[tuple[str, exp.Expr]]]:
     """`plan` under one Window node per PARTITION BY, and the outputs reading their results as columns."""
     names: dict[str, str] = {}
     by_partition: dict[tuple[str, ...], list[tuple[str, Scalar]]] = {}
@@ -243,8 +243,8 @@ def _windows(plan: Node, outputs: list[tuple[str, exp.Expression]]) -> tuple[Nod
     for key, calls in by_partition.items():
         plan = Window(plan, partitions[key], tuple(calls))
 
-    def read(e: exp.Expression) -> exp.Expression:
-        def sub(node: exp.Expression) -> exp.Expression:
+    def read(e: exp.Expr) -> exp.Expr:
+        def sub(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Window):
                 return exp.column(exp.to_identifier(names[_scalar(node).sql], quoted=True))
             return node
@@ -253,19 +253,19 @@ def _windows(plan: Node, outputs: list[tuple[str, exp.Expression]]) -> tuple[Nod
     return plan, [(n, read(o)) for n, o in outputs]
 
 
-def _union_branches(u: exp.Expression) -> list[exp.Expression]:
+def _union_branches(u: exp.Expr) -> list[exp.Expr]:
     """Flatten a left-deep chain of unions of the same kind (ALL vs DISTINCT) into its branches."""
-    out: list[exp.Expression] = []
+    out: list[exp.Expr] = []
     for side in (u.this, u.expression):
         same = isinstance(side, exp.Union) and side.args.get("distinct") == u.args.get("distinct")
         out += _union_branches(side) if same and not side.args.get("with_") else [side]
     return out
 
 
-def _scalar(e: exp.Expression) -> Scalar:
+def _scalar(e: exp.Expr) -> Scalar:
     """Rewrite qualified column references `t`.`c` into bare plan column names `t.c`."""
 
-    def rename(node: exp.Expression) -> exp.Expression:
+    def rename(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column):
             name = f"{node.table}.{node.name}" if node.table else node.name
             return exp.column(exp.to_identifier(name, quoted=True))
@@ -276,7 +276,7 @@ def _scalar(e: exp.Expression) -> Scalar:
     return Scalar(e.copy().transform(rename))
 
 
-_AGG_CLASSES: dict[type[exp.Expression], str] = {
+_AGG_CLASSES: dict[type[exp.Expr], str] = {
     exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
 }
 
@@ -298,7 +298,7 @@ def _agg_call(f: exp.AggFunc) -> AggCall:
     return AggCall(func, _scalar(arg))
 
 
-def _aggregate(child: Node, group: exp.Group | None, uses: list[exp.Expression]):  # type: ignore[no-untyped-def]
+def _aggregate(child: Node, group: exp.Group | None, uses: list[exp.Expr]):  # type: ignore[no-untyped-def]
     """Build Aggregate(child) and a function rewriting select/HAVING expressions over its output."""
     key_exprs = [_scalar(g) for g in (group.expressions if group is not None else [])]
     keys = {k.sql: f"__key{i}" for i, k in enumerate(dict.fromkeys(key_exprs))}
@@ -313,8 +313,8 @@ def _aggregate(child: Node, group: exp.Group | None, uses: list[exp.Expression])
         tuple((name, call) for call, name in aggs.items()),
     )
 
-    def rewrite(e: exp.Expression) -> Scalar:
-        def sub(node: exp.Expression) -> exp.Expression:
+    def rewrite(e: exp.Expr) -> Scalar:
+        def sub(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.AggFunc):
                 return exp.column(exp.to_identifier(aggs[_agg_call(node)], quoted=True))
             if not isinstance(node, exp.Literal):

@@ -47,7 +47,7 @@ def push_at(node: Node, when: str | None = None) -> Node:
     return map_children(node, lambda c: push_at(c, when))
 
 
-def _relation(text: str) -> exp.Expression:
+def _relation(text: str) -> exp.Expr:
     """A relation named by a `Sources` method (a quoted view name) as a table expression."""
     return exp.maybe_parse(text, into=exp.Table, dialect="spark")
 
@@ -56,15 +56,15 @@ def _from(name: str, as_: str = "t") -> exp.Table:
     return exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(as_)))
 
 
-def _meta(node: Node, table: str | None = None) -> list[exp.Expression]:
-    return [col(ROW_ID, table)] + ([col(ACTION, table)] if node.is_delta else [])
+def _meta(node: Node, table: str | None = None) -> list[exp.Expr]:
+    return [col(ROW_ID, table), *([col(ACTION, table)] if node.is_delta else [])]
 
 
-def _cols(node: Node, table: str | None = None) -> list[exp.Expression]:
+def _cols(node: Node, table: str | None = None) -> list[exp.Expr]:
     return [col(c, table) for c in node.columns()]
 
 
-def _agg_call(c: AggCall) -> exp.Expression:
+def _agg_call(c: AggCall) -> exp.Expr:
     if c.arg is None:
         return exp.Count(this=exp.Star())
     arg = c.arg.expr.copy()
@@ -75,7 +75,7 @@ _JOIN_SIDES = {"inner": ("", ""), "cross": ("", "CROSS"), "left": ("LEFT", "OUTE
                "full": ("FULL", "OUTER")}
 
 
-def _join(side: str, kind: str, table: exp.Expression, on: exp.Expression | None) -> exp.Join:
+def _join(side: str, kind: str, table: exp.Expr, on: exp.Expr | None) -> exp.Join:
     return exp.Join(this=table, side=side or None, kind=kind or None, on=on)
 
 
@@ -114,7 +114,7 @@ class Compiler:
         self._ctes.append(exp.CTE(this=body, alias=exp.TableAlias(this=ident(name))))
         return name
 
-    def source(self, node: Node, as_: str = "t") -> exp.Expression:
+    def source(self, node: Node, as_: str = "t") -> exp.Expr:
         """`node` as a FROM item: its CTE when it is shared, else its SELECT inline."""
         if self.shared is None or node in self.shared or node in self._names:
             return _from(self.name(node), as_)
@@ -175,16 +175,16 @@ class Compiler:
     def _join(self, node: Node) -> exp.Query:
         assert isinstance(node, Join)
         if node.kind in FILTERING_JOINS:  # the left rows as they are: their ids, their actions
-            on = node.condition.expr.copy() if node.condition is not None else exp.true()
+            cond = node.condition.expr.copy() if node.condition is not None else exp.true()
             return (exp.select(*_cols(node.left, "l"), *_meta(node, "l")).from_(self.source(node.left, "l"))
-                    .join(self.source(node.right, "r"), on=on, join_type=f"LEFT {node.kind.upper()}"))
+                    .join(self.source(node.right, "r"), on=cond, join_type=f"LEFT {node.kind.upper()}"))
         delta_side = "l" if node.left.is_delta else "r"
         items = _cols(node.left, "l") + _cols(node.right, "r")
         items.append(alias(hash_ids([col(ROW_ID, "l"), col(ROW_ID, "r")]), ROW_ID))
         if node.is_delta:
             items.append(col(ACTION, delta_side))
         side, kind = _JOIN_SIDES[node.kind]
-        on = node.condition.expr.copy() if node.condition is not None else None
+        on: exp.Expr | None = node.condition.expr.copy() if node.condition is not None else None
         return exp.select(*items).from_(self.source(node.left, "l")).join(
             _join(side, kind, self.source(node.right, "r"), on))
 
@@ -220,7 +220,7 @@ class Compiler:
         names = node.columns()
         branches: list[exp.Query] = []
         for i, child in enumerate(node.inputs):
-            items = [alias(col(c), n) for c, n in zip(child.columns(), names)]
+            items: list[exp.Expr] = [alias(col(c), n) for c, n in zip(child.columns(), names)]
             items.append(alias(call("concat", string(f"b{i}:"), col(ROW_ID)), ROW_ID))
             if node.is_delta:
                 items.append(col(ACTION))
@@ -262,7 +262,7 @@ class Compiler:
     def _restrict(self, node: Node) -> exp.Query:
         assert isinstance(node, Restrict)
         if node.keys.width == 0:
-            on: exp.Expression = exp.true()
+            on: exp.Expr = exp.true()
         else:
             on = exp.or_(*(exp.and_(*(exp.NullSafeEQ(this=e.expr.copy(), expression=col(f"__k{i}", "k"))
                                       for i, e in enumerate(alt)))
@@ -301,7 +301,7 @@ class AlgebraicCompiler:
         self.args = helper_args(self.agg)
         self.summed = {a.arg for _, a in self.agg.aggs if a.func in ("SUM", "AVG")}
 
-    def _on(self) -> exp.Expression:
+    def _on(self) -> exp.Expr:
         pairs = [exp.NullSafeEQ(this=col(f"__key{j}", "o"), expression=col(f"__key{j}", "d"))
                  for j in range(len(self.keys))]
         return exp.and_(*pairs) if pairs else exp.true()
@@ -322,11 +322,11 @@ class AlgebraicCompiler:
         return select.group_by(*(k.copy() for k in self.keys)) if self.keys else select
 
     def _merged(self, d: str, state: str) -> exp.Select:
-        def plus(name: str, dname: str) -> exp.Expression:
+        def plus(name: str, dname: str) -> exp.Expr:
             return exp.Add(this=call("coalesce", col(name, "o"), number(0)),
                            expression=call("coalesce", col(dname, "d"), number(0)))
 
-        items: list[exp.Expression] = [col(f"__key{j}", "d") for j in range(len(self.keys))]
+        items: list[exp.Expr] = [col(f"__key{j}", "d") for j in range(len(self.keys))]
         items = [alias(c, f"__key{j}") for j, c in enumerate(items)]
         items.append(alias(plus("__cnt", "__dcnt"), "__cnt"))
         for i, a in enumerate(self.args):
@@ -337,8 +337,8 @@ class AlgebraicCompiler:
             items.append(alias(plus(f"__nn_{i}", f"__dnn_{i}"), f"__nn_{i}"))
         return exp.select(*items).from_(_from(d, "d")).join(_from(state, "o"), on=self._on(), join_type="LEFT OUTER")
 
-    def _outputs(self, rel: str, action: str) -> list[exp.Expression]:
-        items: list[exp.Expression] = [alias(col(f"__key{j}", rel), n) for j, (n, _) in enumerate(self.agg.keys)]
+    def _outputs(self, rel: str, action: str) -> list[exp.Expr]:
+        items: list[exp.Expr] = [alias(col(f"__key{j}", rel), n) for j, (n, _) in enumerate(self.agg.keys)]
         for name, c in self.agg.aggs:
             if c.arg is None:
                 items.append(alias(col("__cnt", rel), name))

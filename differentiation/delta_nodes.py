@@ -246,8 +246,8 @@ class KeyFilter:
         spans = ", ".join(f"{lo}..{hi}" for lo, hi in self.ranges[:3]) + (", ..." if len(self.ranges) > 3 else "")
         return f"{self.column} IN [{spans}]"
 
-    def condition(self, column: exp.Expression) -> exp.Expression:
-        def literal(text: str) -> exp.Expression:
+    def condition(self, column: exp.Expr) -> exp.Expr:
+        def literal(text: str) -> exp.Expr:
             return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build(self.type, dialect="spark"))
 
         if self.values is not None:

@@ -37,7 +37,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     if d.shape == "MINIMIZE" and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])
-        is_update: exp.Expression = exp.NEQ(this=over_row_id(exp.Min), expression=over_row_id(exp.Max))
+        is_update: exp.Expr = exp.NEQ(this=over_row_id(exp.Min), expression=over_row_id(exp.Max))
     else:
         is_update = exp.false()
     select = exp.select(*(col(c) for c in d.columns()), alias(col(ACTION), "METADATA$ACTION"),
@@ -61,7 +61,7 @@ def snapshot_query(plan: Node, sources: Sources, when: When = "end", *, with_sta
     return compiler.query(exp.select(*(col(c) for c in names), col(ROW_ID)).from_(exp.Table(this=ident(body))))
 
 
-def explain(query: str | exp.Expression | Node, schema: Mapping[str, Mapping[str, str]] | None = None,
+def explain(query: str | exp.Expr | Node, schema: Mapping[str, Mapping[str, str]] | None = None,
             information: ChangeFormat = ChangeFormat.DEFAULT, stats: Mapping[str, object] | None = None) -> str:
     """Text of the plan and of its derivative (the rewritten change plan)."""
     plan = query if isinstance(query, Node) else build_plan(query, schema or {})

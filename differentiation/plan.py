@@ -28,7 +28,7 @@ AGG_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 class Scalar:
     """A scalar sqlglot expression over named columns; equality and hash go by its Spark SQL text."""
 
-    expr: exp.Expression = field(compare=False, repr=False)
+    expr: exp.Expr = field(compare=False, repr=False)
     sql: str = field(init=False)
 
     def __post_init__(self) -> None:

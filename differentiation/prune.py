@@ -38,7 +38,7 @@ class PruneSite:
     column: str
 
 
-def _equalities(condition: exp.Expression | None) -> list[tuple[str, str]]:
+def _equalities(condition: exp.Expr | None) -> list[tuple[str, str]]:
     """Column = column conjuncts of a join condition, as name pairs."""
     if condition is None:
         return []
@@ -236,7 +236,9 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
 
             if isinstance(node, Restrict):
                 node = node.copy(child=_restrict_state(node.child, column, narrow))
-            elif node.right.is_delta:
+                continue
+            assert isinstance(node, Join)
+            if node.right.is_delta:
                 node = node.copy(left=_restrict_state(node.left, column, narrow))
             else:
                 node = node.copy(right=_restrict_state(node.right, column, narrow))

@@ -24,21 +24,21 @@ _STRICT = (exp.Column, exp.Identifier, exp.Literal, exp.Paren, exp.Add, exp.Sub,
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     """The AND-ed parts of `condition`, without literal TRUEs (decorrelation leaves them where predicates were)."""
     parts = condition.flatten() if isinstance(condition, exp.And) else [condition]
     return [c for c in parts if c != exp.true()] or [exp.true()]
 
 
-def _scalar(conditions: list[exp.Expression]) -> Scalar:
+def _scalar(conditions: list[exp.Expr]) -> Scalar:
     return Scalar(exp.and_(*(c.copy() for c in conditions)))
 
 
-def _names(condition: exp.Expression) -> set[str]:
+def _names(condition: exp.Expr) -> set[str]:
     return {col.name for col in condition.find_all(exp.Column)}
 
 
-def _into(side: Node, conditions: list[exp.Expression]) -> Node:
+def _into(side: Node, conditions: list[exp.Expr]) -> Node:
     if not conditions:
         return side
     if isinstance(side, Join):
@@ -52,10 +52,12 @@ def _into(side: Node, conditions: list[exp.Expression]) -> Node:
     return Filter(side, _scalar(conditions))
 
 
-def _place(join: Join, conditions: list[exp.Expression]) -> Node:
+def _place(join: Join, conditions: list[exp.Expr]) -> Node:
     """`join` with each condition on the lowest side holding all its columns, else in the join's own condition."""
     left, right = set(join.left.columns()), set(join.right.columns())
-    to_left, to_right, here = [], [], []
+    to_left: list[exp.Expr] = []
+    to_right: list[exp.Expr] = []
+    here: list[exp.Expr] = []
     for c in conditions:
         names = _names(c)
         (to_left if names and names <= left else to_right if names and names <= right else here).append(c)
@@ -71,7 +73,9 @@ def _filtering(join: Join) -> Join:
     if join.condition is None:
         return join
     left, right = set(join.left.columns()), set(join.right.columns())
-    to_left, to_right, here = [], [], []
+    to_left: list[exp.Expr] = []
+    to_right: list[exp.Expr] = []
+    here: list[exp.Expr] = []
     for c in _conjuncts(join.condition.expr):
         names = _names(c)
         if names and names <= right:
@@ -86,11 +90,11 @@ def _filtering(join: Join) -> Join:
                      condition=_scalar(here) if here else Scalar(exp.true()))
 
 
-def _strict_over(e: exp.Expression, columns: set[str]) -> bool:
+def _strict_over(e: exp.Expr, columns: set[str]) -> bool:
     return all(isinstance(n, _STRICT) for n in e.walk()) and bool(_names(e) & columns)
 
 
-def _rejects_nulls(condition: exp.Expression, columns: set[str]) -> bool:
+def _rejects_nulls(condition: exp.Expr, columns: set[str]) -> bool:
     """True when `condition` is NULL or false on every row whose `columns` are all NULL."""
     if isinstance(condition, _COMPARISONS):
         return _strict_over(condition.this, columns) or _strict_over(condition.expression, columns)
@@ -99,7 +103,7 @@ def _rejects_nulls(condition: exp.Expression, columns: set[str]) -> bool:
     return False
 
 
-def _outer_to_inner(join: Join, conditions: list[exp.Expression]) -> Join:
+def _outer_to_inner(join: Join, conditions: list[exp.Expr]) -> Join:
     """A LEFT (RIGHT) join whose padded side some condition above it rejects when NULL, as an inner join."""
     padded = {"left": join.right, "right": join.left}.get(join.kind)
     if padded is None or not any(_rejects_nulls(c, set(padded.columns())) for c in conditions):

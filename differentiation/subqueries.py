@@ -6,8 +6,9 @@
   table. ``NOT IN`` keeps SQL's NULL semantics: its anti join rejects on ``x = y OR (x = y) IS NULL``, so a NULL
   in the subquery removes every row and a NULL ``x`` stays only when the subquery is empty (Spark plans this very
   condition as its null-aware anti join).
-* Scalar subqueries (and EXISTS / IN under OR) are decorrelated by sqlglot's `unnest_subqueries`: an uncorrelated aggregate becomes a cross
-  join with its one row, a correlated aggregate a LEFT JOIN with the aggregate grouped by the correlation keys.
+* Scalar subqueries (and EXISTS / IN under OR) are decorrelated by sqlglot's `unnest_subqueries`: an uncorrelated
+  aggregate becomes a cross join with its one row, a correlated aggregate a LEFT JOIN with the aggregate grouped
+  by the correlation keys.
   Only aggregates without GROUP BY or HAVING are accepted (exactly one value per outer row, as SQL requires;
   anything else could add or drop rows where SQL would fail or give NULL).
 
@@ -17,6 +18,7 @@ Joins made here carry their origin in `meta["origin"]` so plans can say what the
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
@@ -27,11 +29,11 @@ from differentiation.support import position_of
 ORIGIN = "origin"
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
-def _unwrap(e: exp.Expression) -> tuple[exp.Expression, bool]:
+def _unwrap(e: exp.Expr) -> tuple[exp.Expr, bool]:
     """`e` without its NOTs and parentheses, and whether an odd number of NOTs was removed."""
     negated = False
     while isinstance(e, (exp.Not, exp.Paren)):
@@ -40,19 +42,19 @@ def _unwrap(e: exp.Expression) -> tuple[exp.Expression, bool]:
     return e, negated
 
 
-def _select_of(sub: exp.Expression) -> exp.Expression:
+def _select_of(sub: exp.Expr) -> Any:  # a Select, or a set operation (only uncorrelated ones get this far)
     while isinstance(sub, exp.Subquery):
         sub = sub.this
     return sub
 
 
-def _own_sources(select: exp.Select) -> list[exp.Expression]:
+def _own_sources(select: exp.Select) -> list[exp.Expr]:
     from_ = select.args.get("from_")
     items = [from_.this] if from_ is not None else []
     return items + [j.this for j in select.args.get("joins") or []]
 
 
-def _aliases(tree: exp.Expression) -> set[str]:
+def _aliases(tree: exp.Expr) -> set[str]:
     """Every name a FROM item is known by inside `tree` (tables, derived tables, CTEs)."""
     out = {t.alias_or_name for t in tree.find_all(exp.Table)}
     out |= {s.alias for s in tree.find_all(exp.Subquery) if s.alias}
@@ -60,7 +62,7 @@ def _aliases(tree: exp.Expression) -> set[str]:
     return out
 
 
-def _aliases_outside(root: exp.Expression, inside: exp.Expression) -> set[str]:
+def _aliases_outside(root: exp.Expr, inside: exp.Expr) -> set[str]:
     """The names FROM items of `root` are known by, except those within `inside`."""
     skip = {id(n) for n in inside.walk()}
     out: set[str] = set()
@@ -74,12 +76,12 @@ def _aliases_outside(root: exp.Expression, inside: exp.Expression) -> set[str]:
     return out
 
 
-def _external_columns(sub: exp.Expression) -> list[exp.Column]:
+def _external_columns(sub: exp.Expr) -> list[exp.Column]:
     inner = _aliases(sub)
     return [c for c in sub.find_all(exp.Column) if c.table and c.table not in inner]
 
 
-def _is_plain(select: exp.Expression) -> bool:
+def _is_plain(select: exp.Expr) -> bool:
     """A SELECT ... FROM ... [WHERE ...] whose rows are its FROM's rows (so it can become a join's right side)."""
     if not isinstance(select, exp.Select) or select.args.get("from_") is None:
         return False
@@ -101,7 +103,7 @@ def _rename_sources(select: exp.Select, taken: set[str], fresh: itertools.count)
                 c.set("table", exp.to_identifier(new))
 
 
-def _right_side(sub: exp.Select) -> exp.Expression:
+def _right_side(sub: exp.Select) -> exp.Expr:
     """The FROM of a plain subquery as one FROM item: its table, or a parenthesized join of its items."""
     from_ = sub.args["from_"].this.copy()
     joins = [j.copy() for j in sub.args.get("joins") or []]
@@ -111,14 +113,14 @@ def _right_side(sub: exp.Select) -> exp.Expression:
     return exp.Subquery(this=from_)
 
 
-def _membership(x: exp.Expression, y: exp.Expression, negated: bool) -> exp.Expression:
+def _membership(x: exp.Expr, y: exp.Expr, negated: bool) -> exp.Expr:
     eq = exp.EQ(this=x.copy(), expression=y.copy())
     if not negated:
         return eq
     return exp.or_(eq, exp.Is(this=exp.Paren(this=eq.copy()), expression=exp.Null()))
 
 
-def _as_join(predicate: exp.Expression, negated: bool, outer: exp.Select, root: exp.Expression,
+def _as_join(predicate: exp.Expr, negated: bool, outer: exp.Select, root: exp.Expr,
              fresh: itertools.count) -> exp.Join:
     """The semi (anti) join an EXISTS or IN predicate of `outer`'s WHERE stands for."""
     is_in = isinstance(predicate, exp.In)
@@ -150,7 +152,7 @@ def _as_join(predicate: exp.Expression, negated: bool, outer: exp.Select, root: 
     return join
 
 
-def _predicates_to_joins(root: exp.Expression) -> None:
+def _predicates_to_joins(root: exp.Expr) -> None:
     fresh = itertools.count(1)
     for select in reversed(list(root.find_all(exp.Select))):  # innermost first
         where = select.args.get("where")
@@ -170,7 +172,7 @@ def _predicates_to_joins(root: exp.Expression) -> None:
         select.set("where", exp.Where(this=exp.and_(*keep)) if keep else None)
 
 
-def _check_scalar_subqueries(root: exp.Expression) -> None:
+def _check_scalar_subqueries(root: exp.Expr) -> None:
     for sub in root.find_all(exp.Subquery):
         if isinstance(sub.parent, (exp.From, exp.Join)) or sub.parent is None or isinstance(sub.this, exp.Table):
             continue
@@ -186,7 +188,7 @@ def _check_scalar_subqueries(root: exp.Expression) -> None:
                                    "per row); write it as a join", "scalar subquery", position_of(sub))
 
 
-def _check_left(root: exp.Expression) -> None:
+def _check_left(root: exp.Expr) -> None:
     for node in root.walk():
         if isinstance(node, exp.Exists) or (isinstance(node, exp.In) and node.args.get("query") is not None):
             word = "EXISTS" if isinstance(node, exp.Exists) else "IN"
@@ -203,7 +205,7 @@ def _check_left(root: exp.Expression) -> None:
                                    "scalar subquery", position_of(node))
 
 
-def unnest(tree: exp.Expression) -> exp.Expression:
+def unnest(tree: exp.Expr) -> exp.Expr:
     """`tree` (qualified) with its subquery predicates and scalar subqueries turned into joins."""
     _predicates_to_joins(tree)
     _check_scalar_subqueries(tree)

@@ -12,7 +12,7 @@ from sqlglot import exp
 from differentiation.errors import UnsupportedQuery
 from differentiation.plan import Aggregate, Filter, Generate, Join, Node, Project, Scalar, Window
 
-_NON_DETERMINISTIC_CLASSES: tuple[type[exp.Expression], ...] = (
+_NON_DETERMINISTIC_CLASSES: tuple[type[exp.Expr], ...] = (
     exp.Rand,
     exp.Randn,
     exp.Uuid,
@@ -26,7 +26,7 @@ _NON_DETERMINISTIC_NAMES = frozenset(
 )
 
 
-def position_of(node: exp.Expression) -> str:
+def position_of(node: exp.Expr) -> str:
     """'line L, column C' of the earliest token under `node` that sqlglot recorded, or ''."""
     best: tuple[int, int] | None = None
     for n in node.walk():
@@ -38,12 +38,12 @@ def position_of(node: exp.Expression) -> str:
     return f"line {best[0]}, column {best[1]}" if best else ""
 
 
-def _earliest_offset(node: exp.Expression) -> int | None:
+def _earliest_offset(node: exp.Expr) -> int | None:
     starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
     return min(starts) if starts else None
 
 
-def keyword_position(sql: str | None, keyword: str, anchor: exp.Expression, fallback: exp.Expression) -> str:
+def keyword_position(sql: str | None, keyword: str, anchor: exp.Expr, fallback: exp.Expr) -> str:
     """Position of the last `keyword` in `sql` before the first token of `anchor`.
 
     Keywords such as LIMIT, EXISTS or EXCEPT leave no token position in sqlglot's tree, so we look
@@ -59,7 +59,7 @@ def keyword_position(sql: str | None, keyword: str, anchor: exp.Expression, fall
     return f"line {line}, column {at - (sql.rfind(chr(10), 0, at) + 1) + 1}"
 
 
-def _refuse(message: str, construct: str, node: exp.Expression) -> UnsupportedQuery:
+def _refuse(message: str, construct: str, node: exp.Expr) -> UnsupportedQuery:
     return UnsupportedQuery(message, construct, position_of(node))
 
 
@@ -68,7 +68,7 @@ def _is_lateral_view(node: exp.Lateral) -> bool:
                                                                 exp.PosexplodeOuter)
 
 
-def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
+def check_buildable(tree: exp.Expr, sql: str | None = None) -> None:
     """Raise UnsupportedQuery for the first construct the plan IR cannot represent (`sql`: its text)."""
     for node in tree.walk():
         if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)):
@@ -91,7 +91,7 @@ def check_buildable(tree: exp.Expression, sql: str | None = None) -> None:
             raise _refuse(f"{type(node).__name__.upper()} is not supported", type(node).__name__.upper(), node)
 
 
-def _non_deterministic(expr: exp.Expression) -> exp.Expression | None:
+def _non_deterministic(expr: exp.Expr) -> exp.Expr | None:
     for n in expr.walk():
         if isinstance(n, _NON_DETERMINISTIC_CLASSES):
             return n
@@ -129,9 +129,11 @@ def equi_keys(join: Join) -> tuple[tuple[Scalar, ...], tuple[Scalar, ...]]:
             continue
         a, b = Scalar(conj.this.copy()), Scalar(conj.expression.copy())
         if a.columns() and b.columns() and a.columns() <= left_cols and b.columns() <= right_cols:
-            lk.append(a), rk.append(b)
+            lk.append(a)
+            rk.append(b)
         elif a.columns() and b.columns() and a.columns() <= right_cols and b.columns() <= left_cols:
-            lk.append(b), rk.append(a)
+            lk.append(b)
+            rk.append(a)
     return tuple(lk), tuple(rk)
 
 

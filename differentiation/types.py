@@ -48,13 +48,13 @@ def sum_type(arg: str) -> str | None:
     return f"DECIMAL({min(38, dec[0] + 10)},{dec[1]})" if dec else None
 
 
-def avg_expression(arg: str, total: exp.Expression, count: exp.Expression) -> exp.Expression | None:
+def avg_expression(arg: str, total: exp.Expr, count: exp.Expr) -> exp.Expr | None:
     """Spark's AVG from a SUM-typed `total` and a non-null `count`, same value and type.
 
     Mirrors Spark's Average: DOUBLE for integral and floating input; for DECIMAL(p,s) the sum as
     DECIMAL(p+10,s) divided by the count as DECIMAL(20,0), cast to DECIMAL(p+4,s+4).
     """
-    def cast(e: exp.Expression, to: str) -> exp.Expression:
+    def cast(e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to, dialect="spark"))
 
     if arg in _INTEGRAL or arg in ("DOUBLE", "FLOAT", "REAL"):
@@ -116,7 +116,7 @@ def _literal(e: exp.Literal) -> tuple[str, tuple[int, int] | None]:
     return f"DECIMAL({max(digits, scale)},{scale})", (max(digits, scale), scale)
 
 
-def expression_type(e: exp.Expression, types: dict[str, str]) -> str | None:
+def expression_type(e: exp.Expr, types: dict[str, str]) -> str | None:
     """Spark's result type of a numeric expression over columns of known ``types``: columns, numeric literals,
     parentheses, unary minus, + - * / and CAST to a numeric type. None for anything else (the caller then does
     not model the expression), so a wrong guess is never made silently."""
@@ -124,7 +124,7 @@ def expression_type(e: exp.Expression, types: dict[str, str]) -> str | None:
     return typed[0] if typed else None
 
 
-def _typed(e: exp.Expression, types: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
+def _typed(e: exp.Expr, types: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
     """(type, decimal it counts as next to a decimal) of ``e``, or None when not modelled."""
     if isinstance(e, exp.Paren):
         return _typed(e.this, types)
@@ -148,7 +148,7 @@ def _typed(e: exp.Expression, types: dict[str, str]) -> tuple[str, tuple[int, in
     return None
 
 
-def _branches(e: exp.Expression) -> list[exp.Expression]:
+def _branches(e: exp.Expr) -> list[exp.Expr]:
     """The values a CASE (or IF) can return; a missing ELSE is NULL."""
     if isinstance(e, exp.If):
         return [e.args["true"], e.args.get("false") or exp.Null()]
@@ -169,7 +169,10 @@ def _branches_type(typed: list[tuple[str, tuple[int, int] | None] | None]) -> tu
     return out
 
 
-def _wider(a: tuple[str, tuple[int, int] | None], b: tuple[str, tuple[int, int] | None]) -> tuple[str, tuple[int, int] | None]:
+TypeAndPrecision = tuple[str, tuple[int, int] | None]
+
+
+def _wider(a: TypeAndPrecision, b: TypeAndPrecision) -> TypeAndPrecision:
     (at, ad), (bt, bd) = a, b
     if at == bt:
         return a

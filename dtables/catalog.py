@@ -71,7 +71,7 @@ class Catalog:
         return dict(rows[0]) if rows else None
 
     def objects(self, kind: str | None = None) -> list[dict[str, Any]]:
-        sql, params = "SELECT * FROM objects", ()
+        sql, params = "SELECT * FROM objects", ()  # type: tuple[str, tuple[str, ...]]
         if kind:
             sql, params = sql + " WHERE kind = ?", (kind,)
         return [dict(r) for r in self.store.query(sql + " ORDER BY name", params)]

@@ -72,7 +72,7 @@ def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bou
     raise SqlError(f"{data.this}({kind} => ...) is not supported; use VERSION, TIMESTAMP or OFFSET", statement)
 
 
-def _evaluate(session: Session, value: exp.Expression, cast: str | None = None) -> Any:
+def _evaluate(session: Session, value: exp.Expr, cast: str | None = None) -> Any:
     if isinstance(value, exp.Literal) and not value.is_string and cast is None:
         return value.this
     if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and cast is None:
@@ -125,7 +125,7 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-def view_query(session: Session, name: str) -> exp.Expression:
+def view_query(session: Session, name: str) -> exp.Expr:
     """The SELECT of a view, with views it reads expanded inline (views over views)."""
     from dtables.sql.dialect import parse_one, to_spark
     from dtables.sql.references import table_names
@@ -142,7 +142,7 @@ def view_query(session: Session, name: str) -> exp.Expression:
     return name_outputs(query, spark_names, column_list(create) or spark_names, f"view {name}")
 
 
-def expand_views(session: Session, query: exp.Expression, depth: int = 0) -> exp.Expression:
+def expand_views(session: Session, query: exp.Expr, depth: int = 0) -> exp.Expr:
     if depth > 32:
         raise SqlError("views nest more than 32 levels deep (a cycle?)")
     for table in list(query.find_all(exp.Table)):
@@ -209,7 +209,7 @@ def explain_view_changes(session: Session, name: str, information: str = "DEFAUL
 # -- statements ----------------------------------------------------------------------------------------------------
 
 
-def resolve_changes(session: Session, tree: exp.Expression, statement: str) -> exp.Expression:
+def resolve_changes(session: Session, tree: exp.Expr, statement: str) -> exp.Expr:
     """Replace every ``t CHANGES(...)`` table reference by a temporary view of its change set."""
     tree = tree.copy()
     for table in list(tree.find_all(exp.Table)):
@@ -227,7 +227,7 @@ def resolve_changes(session: Session, tree: exp.Expression, statement: str) -> e
     return tree
 
 
-def explain_changes_clause(session: Session, tree: exp.Expression, statement: str) -> str:
+def explain_changes_clause(session: Session, tree: exp.Expr, statement: str) -> str:
     """EXPLAIN text for the CHANGES clauses of a statement: the shape and plan of each change read."""
     lines = []
     for table in tree.find_all(exp.Table):

@@ -100,7 +100,8 @@ class Session:
 
     def create_stream(self, name: str, source: str, *, on: str = "TABLE", append_only: bool = False,
                       show_initial_rows: bool = False, replace: bool = False, comment: str | None = None) -> None:
-        """Same as ``CREATE [OR REPLACE] STREAM name ON <on> source [APPEND_ONLY = TRUE] [SHOW_INITIAL_ROWS = TRUE]``."""
+        """Same as ``CREATE [OR REPLACE] STREAM name ON <on> source [APPEND_ONLY = TRUE]
+        [SHOW_INITIAL_ROWS = TRUE]``."""
         parts = [f"CREATE {'OR REPLACE ' if replace else ''}STREAM {name} ON {on} {source}"]
         parts += ["APPEND_ONLY = TRUE"] if append_only else []
         parts += ["SHOW_INITIAL_ROWS = TRUE"] if show_initial_rows else []

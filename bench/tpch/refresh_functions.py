@@ -77,7 +77,8 @@ def _new_lines_sql(session: Any, seed: int) -> str:
       ),
       dated AS (
         SELECT p.*,
-               pmod(l_partkey + {_rnd(seed, line, 'supp', 0, 3)} * ({suppliers} div 4 + (l_partkey - 1) div {suppliers}),
+               pmod(l_partkey + {_rnd(seed, line, 'supp', 0, 3)}
+                      * ({suppliers} div 4 + (l_partkey - 1) div {suppliers}),
                     {suppliers}) + 1 AS l_suppkey
         FROM parted p
       )

@@ -113,8 +113,8 @@ def read_rows(descriptor: DeletionVectorDescriptor, table_root: str,
         data = unframe(framed, descriptor.size_in_bytes, location)
     rows = decode_bitmap_array(data)
     if len(rows) != descriptor.cardinality:
-        raise CorruptDeletionVector(f"deletion vector {descriptor.unique_id}: {len(rows)} rows where its descriptor says "
-                              f"{descriptor.cardinality}")
+        raise CorruptDeletionVector(f"deletion vector {descriptor.unique_id}: {len(rows)} rows where its descriptor "
+                                    f"says {descriptor.cardinality}")
     return rows
 
 

@@ -337,8 +337,8 @@ def plan_changes(
     change_files: tuple[FileAction, ...] | None = None
     old_rows_only = frozenset[str]()
     if direct_removed and direct_added and removed and end_meta.materialized_row_id_column:
-        at_start = {p for p, h in history.items() if h.first.kind == "remove" or p in maybe_present}
-        found, old_rows_only = _change_data(log, interval, at_start)
+        present = {p for p, h in history.items() if h.first.kind == "remove" or p in maybe_present}
+        found, old_rows_only = _change_data(log, interval, present)
         if found is not None:
             change_files = tuple(f for f, _ in found)
             # A change data row was deleted (or replaced) by the commit that wrote its file.

@@ -14,7 +14,15 @@ from typing import Any
 
 import differentiation as diff
 from dtables.changes.interval import Interval, open_log
-from dtables.changes.keys import DEFAULT_MIN_BYTES, KEY_PRUNING, MAX_FRACTION, MAX_KEPT_FRACTION, MIN_BYTES, file_filter, probe_keys
+from dtables.changes.keys import (
+    DEFAULT_MIN_BYTES,
+    KEY_PRUNING,
+    MAX_FRACTION,
+    MAX_KEPT_FRACTION,
+    MIN_BYTES,
+    file_filter,
+    probe_keys,
+)
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.reader import redundant_delta, snapshot
 from dtables.changes.scan import table_schema
@@ -52,7 +60,7 @@ class IntervalSources:
     def _counted(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
                  keep: Callable[[FileAction], bool]) -> Callable[[FileAction], bool]:
         """``keep``, counting into ``self.pruning`` the files it is asked about and those it keeps."""
-        entry = {"table": table, "at": when, "keys": [k.label() for k in keys], "files": 0, "of": 0}
+        entry: dict[str, Any] = {"table": table, "at": when, "keys": [k.label() for k in keys], "files": 0, "of": 0}
         self.pruning.append(entry)
 
         def counting(f: FileAction) -> bool:

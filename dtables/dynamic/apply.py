@@ -80,7 +80,7 @@ def configure_idempotent_write(clone: Any, name: str, metadata: CommitMetadata) 
     make_idempotent(clone, f"dtables-refresh:{name}", metadata.sequence, metadata.to_json())
 
 
-def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> list[exp.Expression]:
+def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> list[exp.Expr]:
     """Positional mapping of the compiled plan's columns to the table's, cast to the stored types (hidden state
     columns, typed None, keep the plan's own types)."""
     return [alias(cast(col(s), t.type) if t.type else col(s), t.name) for s, t in _positional(source_columns, target)]
@@ -103,11 +103,11 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
      .createOrReplaceTempView(STATE_VIEW))
 
 
-def _sql(clone: Any, query: exp.Expression) -> Any:
+def _sql(clone: Any, query: exp.Expr) -> Any:
     return clone.sql(query.sql(dialect="spark"))
 
 
-def _wrapped(query: exp.Select, *items: exp.Expression) -> exp.Select:
+def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
     """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement."""
     ctes = query.args.get("with_")
     inner = query.copy()

@@ -87,7 +87,7 @@ class Definition:
         return self.data_timestamp is not None
 
 
-def qualify_sources(query: exp.Expression) -> tuple[exp.Expression, tuple[str, ...]]:
+def qualify_sources(query: exp.Expr) -> tuple[exp.Expr, tuple[str, ...]]:
     """The query with every table reference spelled ``db.name`` (aliases kept), and the tables it reads.
 
     Stored queries must not depend on the session's current database, and the refresh swaps each reference for a
@@ -108,7 +108,7 @@ def qualify_sources(query: exp.Expression) -> tuple[exp.Expression, tuple[str, .
     return tree, tuple(sources)
 
 
-def source_tables(tree: exp.Expression) -> list[exp.Table]:
+def source_tables(tree: exp.Expr) -> list[exp.Table]:
     """The table nodes of ``tree`` that read a table or view (not a CTE), in scope order."""
     return [table for scope in traverse_scope(tree) for table in scope.tables
             if scope.sources.get(table.alias_or_name) is table and table.name]
@@ -171,7 +171,7 @@ def record_refreshed(store: StateStore, name: str, *, data_timestamp: dt.datetim
     """Move a table's refresh state forward (after a successful refresh, or when recovering one from the log)."""
     guard, params = "", ()
     if only_if_seq_below is not None:
-        guard, params = " AND refresh_seq < ?", (only_if_seq_below,)
+        guard, params = " AND refresh_seq < ?", (only_if_seq_below,)  # type: ignore[assignment]
     store.execute(
         "UPDATE dynamic_tables SET data_timestamp = ?, data_version = ?, frontier = ?, refresh_seq = ?, "
         "initialized_hash = ?, source_identities = ? WHERE name = ?" + guard,
@@ -179,5 +179,5 @@ def record_refreshed(store: StateStore, name: str, *, data_timestamp: dt.datetim
          json.dumps(source_identities, sort_keys=True), normalize(name), *params))
 
 
-def query_sql(tree: exp.Expression) -> str:
+def query_sql(tree: exp.Expr) -> str:
     return to_spark(tree)

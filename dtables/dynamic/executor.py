@@ -240,7 +240,8 @@ def _error_text(name: str, error: BaseException) -> str:
     else:
         from dtables.sql.spark_errors import translate
 
-        cause = str(translate(error, f"refresh of {name}")) if not isinstance(error, AssertionError) else repr(error)
+        cause = str(translate(error, f"refresh of {name}")) if isinstance(error, Exception) and not isinstance(
+            error, AssertionError) else repr(error)
     return cause if name in cause else f"refresh of dynamic table {name} failed: {cause}"
 
 

@@ -118,11 +118,14 @@ def records(store: StateStore, name: str | None = None, since: dt.datetime | Non
     """History records, oldest first; filtered by table, start time and states."""
     where, params = [], []
     if name is not None:
-        where.append("name = ?"), params.append(normalize(name))
+        where.append("name = ?")
+        params.append(normalize(name))
     if since is not None:
-        where.append("started_at >= ?"), params.append(to_iso(since))
+        where.append("started_at >= ?")
+        params.append(to_iso(since) or "")
     if states:
-        where.append(f"state IN ({', '.join('?' for _ in states)})"), params.extend(states)
+        where.append(f"state IN ({', '.join('?' for _ in states)})")
+        params.extend(states)
     sql = "SELECT * FROM refresh_history" + (" WHERE " + " AND ".join(where) if where else "")
     return [_record(r) for r in store.query(sql + " ORDER BY started_at, rowid", params)]
 
@@ -165,7 +168,7 @@ def dataframe(session: Session, name: str | None = None, since: dt.datetime | No
     return session.spark.createDataFrame(rows, schema)
 
 
-def point_at_virtual_tables(session: Session, tree: exp.Expression, statement: str) -> tuple[exp.Expression, str]:
+def point_at_virtual_tables(session: Session, tree: exp.Expr, statement: str) -> tuple[exp.Expr, str]:
     """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
     from dtables.sql.dialect import to_spark
 

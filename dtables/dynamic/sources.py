@@ -43,7 +43,10 @@ class RefreshSources(IntervalSources):
             if name not in self.intervals:
                 continue
             i = self.intervals[name]
-            view = self._view(name, "plain", lambda i=i: _visible(
-                snapshot(self.spark, i.table, i.end_version, location=i.location)))
+
+            def plain(i: Any = i) -> Any:
+                return _visible(snapshot(self.spark, i.table, i.end_version, location=i.location))
+
+            view = self._view(name, "plain", plain)
             replace_table(table, aliased_table(view.strip("`"), table.alias_or_name))
         return to_spark(tree)

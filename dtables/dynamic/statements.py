@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from dtables.session import Session
 
 
-def _name(table: exp.Expression) -> str:
+def _name(table: exp.Table) -> str:
     return normalize(f"{table.db}.{table.name}" if table.db else table.name)
 
 
@@ -109,7 +109,7 @@ def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dic
 
 
 def _stored_query(session: Session, name: str, tree: CreateDynamicTable
-                  ) -> tuple[exp.Expression, str, tuple[str, ...], dict[str, Any], Any, list[str]]:
+                  ) -> tuple[exp.Expr, str, tuple[str, ...], dict[str, Any], Any, list[str]]:
     """The query as the table stores it (views inlined, sources qualified, outputs named), its sources and their
     versions, and its Spark schema (analysis only, no Spark job) and column names."""
     from dtables.change_queries import expand_views
@@ -145,10 +145,12 @@ def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -
     plan, _ = incremental_support(query, source_versions)
     if mode != INCREMENTAL or plan is None:
         return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
-    return f"{head}\n{explain_plan(maintained_plan(plan, INCREMENTAL))}"
+    maintained = maintained_plan(plan, INCREMENTAL)
+    assert maintained is not None
+    return f"{head}\n{explain_plan(maintained)}"
 
 
-def create(session: Session, tree: exp.Expression, statement: str) -> Any:
+def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, CreateDynamicTable)
     name = _name(tree.this)
     existing = session.catalog.lookup(name)
@@ -205,7 +207,7 @@ def create(session: Session, tree: exp.Expression, statement: str) -> Any:
         [(f"dynamic table {name} created, refresh mode {mode}: {reason}",)], "status string")
 
 
-def _column_comments(name: str, given: list[exp.Expression], names: list[str]) -> list[tuple[str, str | None]]:
+def _column_comments(name: str, given: list[exp.Expr], names: list[str]) -> list[tuple[str, str | None]]:
     """Column names (renamed by the optional column list, whose length name_outputs checked) and comments."""
     if not given:
         return [(n, None) for n in names]
@@ -225,7 +227,7 @@ def drop_table(session: Session, name: str) -> None:
     defs.delete(session.store, name)
 
 
-def drop(session: Session, tree: exp.Expression, statement: str) -> Any:
+def drop(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, DropDynamicTable)
     name = _name(tree.this)
     if defs.load(session.store, name) is None:
@@ -236,7 +238,7 @@ def drop(session: Session, tree: exp.Expression, statement: str) -> Any:
     return session.spark.createDataFrame([(f"dynamic table {name} dropped",)], "status string")
 
 
-def alter(session: Session, tree: exp.Expression, statement: str) -> Any:
+def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, AlterDynamicTable)
     name = _name(tree.this)
     defs.require(session.store, name)
@@ -277,7 +279,7 @@ def _cost(record: history.RefreshRecord | None) -> tuple[Any, ...]:
             record.bytes_read)
 
 
-def show(session: Session, tree: exp.Expression, statement: str) -> Any:
+def show(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, ShowDynamicTables)
     like = tree.args.get("like")
     rows = []
@@ -295,10 +297,10 @@ def show(session: Session, tree: exp.Expression, statement: str) -> Any:
     return session.spark.createDataFrame(rows, SHOW_COLUMNS)
 
 
-def describe(session: Session, tree: exp.Expression, statement: str) -> Any:
+def describe(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, DescribeDynamicTable)
     d = defs.require(session.store, _name(tree.this))
-    rows = [(c.name, c.type, c.comment, "COLUMN") for c in d.columns]
+    rows: list[tuple[str, str | None, str | None, str]] = [(c.name, c.type, c.comment, "COLUMN") for c in d.columns]
     rows.append((ROW_ID_COLUMN, "string", "row identity maintained by dtables", "HIDDEN"))
     properties = {"query": d.query, "sources": ", ".join(d.sources), "target_lag": d.target_lag,
                   "refresh_mode": d.refresh_mode_chosen, "refresh_mode_reason": d.refresh_mode_reason,
@@ -308,7 +310,7 @@ def describe(session: Session, tree: exp.Expression, statement: str) -> Any:
     return session.spark.createDataFrame(rows, "name string, type string, comment string, kind string")
 
 
-HANDLERS = {
+HANDLERS: dict[type[exp.Expr], Any] = {
     CreateDynamicTable: create,
     AlterDynamicTable: alter,
     DropDynamicTable: drop,

@@ -10,7 +10,7 @@ to a table keep their target as written.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -28,7 +28,7 @@ def visible_columns(names: Iterable[str]) -> list[str]:
     return [n for n in names if not n.startswith(STATE_PREFIX)]
 
 
-def _written(tree: exp.Expression) -> set[int]:
+def _written(tree: exp.Expr) -> set[int]:
     """ids of the Table nodes a statement writes to (or creates, drops, alters)."""
     out: set[int] = set()
     for node in tree.walk():
@@ -45,7 +45,21 @@ def _name(table: exp.Table) -> str | None:
     return normalize(f"{table.db}.{table.name}" if table.db else table.name)
 
 
-def hide_state_columns(session: Session, tree: exp.Expression) -> exp.Expression | None:
+def describe_visible(session: Session, tree: exp.Expr, statement: str) -> Any:
+    """``DESCRIBE [TABLE] [EXTENDED] <dynamic table>`` as Spark answers it, without the rows of the hidden columns;
+    None when ``tree`` describes anything else (a query, a column, another table)."""
+    from dtables.dynamic import definition as defs
+
+    target = tree.this if isinstance(tree, exp.Describe) else None
+    name = _name(target) if isinstance(target, exp.Table) else None
+    if name is None or tree.args.get("expressions") or defs.load(session.store, name) is None:
+        return None
+    session.catalog.ensure_registered([name])
+    described = session.spark.sql(statement)
+    return described.where(~described["col_name"].startswith(STATE_PREFIX))
+
+
+def hide_state_columns(session: Session, tree: exp.Expr) -> exp.Expr | None:
     """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none."""
     from dtables.dynamic import definition as defs
 
@@ -58,7 +72,7 @@ def hide_state_columns(session: Session, tree: exp.Expression) -> exp.Expression
             continue
         obj = session.catalog.lookup(name)
         d = defs.load(session.store, name) if obj is not None and obj["kind"] == "DYNAMIC_TABLE" else None
-        if d is None:
+        if d is None or obj is None:
             continue
         inner = exp.Table(this=exp.to_identifier(obj["location"], quoted=True), db=exp.to_identifier("delta"))
         if table.args.get("version") is not None:

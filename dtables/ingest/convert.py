@@ -276,8 +276,10 @@ def _json(value: Any, expected: type, what: str) -> Any:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise BadValue(f"{_show(value)} is not valid JSON ({e.msg} at character {e.pos})") from None
+        except ValueError as e:  # e.g. an integer too long to convert
+            raise BadValue(f"{_show(value)} is not valid JSON ({e})") from None
     if not isinstance(value, expected):
         raise BadValue(f"{_show(value)} is not {what}")
     return value
@@ -311,7 +313,7 @@ class UnsupportedType(Exception):
 def _(dtype: T.StringType, options: ConvertOptions, metadata: Mapping[str, Any] | None = None) -> Converter:
     declared = (metadata or {}).get("__CHAR_VARCHAR_TYPE_STRING")  # CHAR(n)/VARCHAR(n) are strings in Delta
     match = re.match(r"^(?:var)?char\((\d+)\)$", declared or "", re.IGNORECASE)
-    return _string(int(match.group(1)), declared) if match else _string(None, "string")
+    return _string(int(match.group(1)), str(declared)) if match else _string(None, "string")
 
 
 @converter.register(T.VarcharType)
@@ -452,7 +454,7 @@ class RowConverter:
             else:
                 given[index] = value
         size = 0
-        values = []
+        values: list[Any] = []
         for (name, nullable, convert), value in zip(self._columns, given):
             if value is None:
                 if not nullable:

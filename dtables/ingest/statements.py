@@ -17,7 +17,7 @@ LISTING = ("created_on STRING, name STRING, database_name STRING, table_name STR
            "offset_token STRING, committed_at STRING, rows_committed BIGINT, on_error STRING, opened_at STRING")
 
 
-def show_channels(session: Session, tree: exp.Expression, statement: str) -> Any:
+def show_channels(session: Session, tree: exp.Expr, statement: str) -> Any:
     """One row per channel, from the state store (which every open reconciles with the Delta log)."""
     like = tree.args.get("like")
     table, database = tree.args.get("table"), tree.args.get("database")
@@ -30,4 +30,4 @@ def show_channels(session: Session, tree: exp.Expression, statement: str) -> Any
     return session.spark.createDataFrame(rows, LISTING)
 
 
-HANDLERS = {ShowChannels: show_channels}
+HANDLERS: dict[type[exp.Expr], Any] = {ShowChannels: show_channels}

@@ -69,7 +69,7 @@ def current_epoch(store: StateStore, table: str, name: str) -> int | None:
 
 def listing(store: StateStore, table: str | None = None, like: str | None = None) -> list[ChannelState]:
     """Channels ordered by table and name; ``like`` is a SQL LIKE pattern on the name (case-insensitive)."""
-    sql, params = "SELECT * FROM channels", ()
+    sql, params = "SELECT * FROM channels", ()  # type: tuple[str, tuple[str, ...]]
     if table is not None:
         sql, params = sql + " WHERE table_name = ?", (table,)
     states = [ChannelState.from_row(r) for r in store.query(sql + " ORDER BY table_name, name", params)]

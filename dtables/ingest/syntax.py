@@ -25,7 +25,7 @@ _SHOW = re.compile(r"^\s*CHANNELS(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+(?:(
                    re.IGNORECASE)
 
 
-def parse_show_channels(p: DtablesParser) -> exp.Expression | None:
+def parse_show_channels(p: DtablesParser) -> exp.Expr | None:
     # The tokenizer hands over everything after SHOW as one string (as for SHOW STREAMS).
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None

@@ -56,14 +56,14 @@ _ASSOCIATIVE = (exp.Add, exp.Mul, exp.And, exp.Or, exp.DPipe, exp.BitwiseAnd, ex
 LONGEST_CHAIN = 64
 
 
-def shallow(tree: exp.Expression, longest: int = LONGEST_CHAIN) -> exp.Expression:
+def shallow(tree: exp.Expr, longest: int = LONGEST_CHAIN) -> exp.Expr:
     """``tree`` (changed in place) with every chain of one associative operator longer than ``longest`` operands
     regrouped into a balanced tree, operands in the same order: ``a + b + c + d`` -> ``(a + b) + (c + d)``.
 
     sqlglot parses ``v + v + ... + v`` into a left-deep tree as deep as it is long, and its scope analysis walks
     from every column up to its SELECT (``Scope.columns``), so qualifying n terms cost n^2 steps (figures:
-    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking: the regrouped tree reads the same columns and gets
-    the same type; it is never stored or run.
+    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking:
+    the regrouped tree reads the same columns and gets the same type; it is never stored or run.
     """
     heads = [node for node in tree.find_all(*_ASSOCIATIVE)
              if not (type(node.parent) is type(node) and node.arg_key == "this")]

@@ -2,7 +2,8 @@
 
 Built on sqlglot's Spark dialect so plain Spark SQL parses as Spark's; everything dtables adds lives here:
 - ``METADATA$ACTION``-style identifiers (``$`` inside names, as in Snowflake);
-- ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) END(...)`` (sqlglot's own ``exp.Changes`` / ``exp.HistoricalData``);
+- ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) END(...)`` (sqlglot's own ``exp.Changes`` /
+  ``exp.HistoricalData``);
 - dtables statements, parsed into the expression classes below by the parsers in ``DTABLES_STATEMENTS``: each is a
   function that gets the parser positioned at the statement's first token and returns an expression or ``None``
   (not this statement; the parser is rewound). Later statements (streams, dynamic tables) register here too.
@@ -31,10 +32,10 @@ class SetChangeTracking(exp.Expression):
     arg_types = {"this": True, "enabled": True}
 
 
-StatementParser = Callable[["DtablesParser"], "exp.Expression | None"]
+StatementParser = Callable[["DtablesParser"], "exp.Expr | None"]
 
 
-def _parse_set_change_tracking(p: DtablesParser) -> exp.Expression | None:
+def _parse_set_change_tracking(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("ALTER", "TABLE"):
         return None
     table = p._parse_table_parts()
@@ -44,6 +45,7 @@ def _parse_set_change_tracking(p: DtablesParser) -> exp.Expression | None:
     value = p._parse_var(any_token=True)
     if value is None or value.name.upper() not in ("TRUE", "FALSE"):
         p.raise_error("CHANGE_TRACKING must be TRUE or FALSE")
+        return None
     return SetChangeTracking(this=table, enabled=exp.Boolean(this=value.name.upper() == "TRUE"))
 
 
@@ -53,7 +55,7 @@ DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynami
 
 
 class DtablesParser(SparkParser):
-    def _parse_statement(self) -> exp.Expression | None:
+    def _parse_statement(self) -> exp.Expr | None:
         if self._curr is None:
             return None
         start = self._index
@@ -90,13 +92,13 @@ class Dtables(Spark):
     Generator = DtablesGenerator
 
 
-def parse_one(sql: str) -> exp.Expression:
+def parse_one(sql: str) -> exp.Expr:
     import sqlglot
 
     return sqlglot.parse_one(sql, read=Dtables)
 
 
-def to_spark(expression: exp.Expression) -> str:
+def to_spark(expression: exp.Expr) -> str:
     """Spark SQL text for an expression tree (``$`` identifiers quoted)."""
     return expression.sql(dialect=Dtables)
 

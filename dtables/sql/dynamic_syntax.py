@@ -111,7 +111,7 @@ def _choice(p: DtablesParser, key: str, allowed: tuple[str, ...]) -> str:
         return ""
 
 
-def parse_create_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+def parse_create_dynamic_table(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("CREATE"):
         return None
     replace = p._match_text_seq("OR", "REPLACE")
@@ -119,7 +119,7 @@ def parse_create_dynamic_table(p: DtablesParser) -> exp.Expression | None:
         return None
     exists = p._match_text_seq("IF", "NOT", "EXISTS")
     name = p._parse_table_parts(schema=True)
-    columns: list[exp.Expression] = []
+    columns: list[exp.Expr] = []
     if p._match(TokenType.L_PAREN):
         columns = p._parse_csv(p._parse_field_def)
         p._match_r_paren()
@@ -156,7 +156,7 @@ def parse_create_dynamic_table(p: DtablesParser) -> exp.Expression | None:
         columns=columns or None, replace=replace, exists=exists)
 
 
-def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("ALTER", "DYNAMIC", "TABLE"):
         return None
     name = p._parse_table_parts()
@@ -168,7 +168,7 @@ def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expression | None:
     return AlterDynamicTable(this=name, action=exp.var(action))
 
 
-def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("DROP", "DYNAMIC", "TABLE"):
         return None
     exists = p._match_text_seq("IF", "EXISTS")
@@ -178,7 +178,7 @@ def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expression | None:
 _SHOW = re.compile(r"^\s*DYNAMIC\s+TABLES(?:\s+LIKE\s+'([^']*)')?\s*$", re.IGNORECASE)
 
 
-def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expression | None:
+def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expr | None:
     # The tokenizer treats SHOW as a command keyword and hands over the rest of the statement as one string.
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None
@@ -188,7 +188,7 @@ def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expression | None:
     return ShowDynamicTables(like=exp.Literal.string(match.group(1)) if match.group(1) is not None else None)
 
 
-def parse_describe_dynamic_table(p: DtablesParser) -> exp.Expression | None:
+def parse_describe_dynamic_table(p: DtablesParser) -> exp.Expr | None:
     if not (p._match_text_seq("DESCRIBE") or p._match_text_seq("DESC")):
         return None
     if not p._match_text_seq("DYNAMIC", "TABLE"):

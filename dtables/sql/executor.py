@@ -22,7 +22,7 @@ from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.dynamic.statements import explain_create
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
-from dtables.dynamic.visible import hide_state_columns
+from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
@@ -35,7 +35,7 @@ from dtables.streams import statements as streams
 if TYPE_CHECKING:
     from dtables.session import Session
 
-Handler = Callable[["Session", exp.Expression, str], Any]
+Handler = Callable[["Session", exp.Expr, str], Any]
 
 
 def split_statements(text: str) -> list[str]:
@@ -53,7 +53,7 @@ def split_statements(text: str) -> list[str]:
     return [s for s in statements if s]
 
 
-def parse(statement: str) -> exp.Expression | None:
+def parse(statement: str) -> exp.Expr | None:
     """The statement's tree, or None when sqlglot cannot parse it (then Spark alone decides)."""
     try:
         return sqlglot.parse_one(statement, read=Dtables)
@@ -61,7 +61,7 @@ def parse(statement: str) -> exp.Expression | None:
         return None
 
 
-def is_dtables_syntax(tree: exp.Expression | None) -> bool:
+def is_dtables_syntax(tree: exp.Expr | None) -> bool:
     """True when Spark's own parser would reject the statement because it uses dtables' additions."""
     if tree is None:
         return False
@@ -100,7 +100,7 @@ def execute_script(session: Session, text: str) -> Any:
     statements = split_statements(text)
     if not statements:
         raise SqlError("no SQL statement to run", text)
-    parsed: list[tuple[str, exp.Expression | None]] = []
+    parsed: list[tuple[str, exp.Expr | None]] = []
     for statement in statements:
         tree = parse(statement)
         explained = _explain_target(statement)
@@ -135,7 +135,7 @@ def _dtables_parse_error(statement: str) -> SqlError | None:
     return None
 
 
-def execute_statement(session: Session, statement: str, tree: exp.Expression | None) -> Any:
+def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -> Any:
     try:
         explained = _explain_target(statement)
         if explained is not None and explained[1] is not None and explained[1].find(exp.Changes) is not None:
@@ -164,6 +164,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         if handler is not None:
             return handler(session, tree, statement)
         tree, statement = point_at_virtual_tables(session, tree, statement)
+        described = describe_visible(session, tree, statement)
+        if described is not None:
+            return described
         visible = hide_state_columns(session, tree)
         if visible is not None:
             tree, statement = visible, to_spark(visible)
@@ -177,7 +180,7 @@ def execute_statement(session: Session, statement: str, tree: exp.Expression | N
         raise translate(e, statement) from None
 
 
-def _explain_target(statement: str) -> tuple[str, exp.Expression | None] | None:
+def _explain_target(statement: str) -> tuple[str, exp.Expr | None] | None:
     """For ``EXPLAIN <statement>``, the inner statement and its tree; None for anything else."""
     head, _, rest = statement.lstrip().partition(" ")
     if head.upper() != "EXPLAIN" or not rest.strip():
@@ -188,7 +191,7 @@ def _explain_target(statement: str) -> tuple[str, exp.Expression | None] | None:
     return rest.strip(), parse(rest.strip())
 
 
-def _handler_for(tree: exp.Expression) -> Handler | None:
+def _handler_for(tree: exp.Expr) -> Handler | None:
     for kind, handler in HANDLERS.items():
         if isinstance(tree, kind):
             return handler
@@ -198,7 +201,7 @@ def _handler_for(tree: exp.Expression) -> Handler | None:
 # -- handlers -------------------------------------------------------------------------------------------------------
 
 
-def _create(session: Session, tree: exp.Expression, statement: str) -> Any:
+def _create(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Create)
     kind = (tree.args.get("kind") or "").upper()
     if kind == "TABLE":
@@ -209,7 +212,7 @@ def _create(session: Session, tree: exp.Expression, statement: str) -> Any:
     return session.spark.sql(statement)
 
 
-def _target_table(tree: exp.Expression) -> exp.Table:
+def _target_table(tree: exp.Expr) -> exp.Table:
     target = tree.this
     return target.this if isinstance(target, exp.Schema) else target
 
@@ -241,7 +244,7 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
         # CREATE OR REPLACE keeps the table where it is (as Delta does), so a registered external table stays external
         location, managed = existing["location"], bool(existing["managed"])
     else:
-        location = session.catalog.managed_location(name) if managed else location_prop.name
+        location = session.catalog.managed_location(name) if location_prop is None else location_prop.name
     has_schema = isinstance(tree.this, exp.Schema) or tree.expression is not None
     new = tree.copy()
     new_props = new.args.get("properties") or exp.Properties(expressions=[])
@@ -319,7 +322,7 @@ def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
     return result
 
 
-def _drop(session: Session, tree: exp.Expression, statement: str) -> Any:
+def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Drop)
     kind = (tree.args.get("kind") or "").upper()
     if kind not in ("TABLE", "VIEW"):
@@ -350,7 +353,7 @@ def _drop(session: Session, tree: exp.Expression, statement: str) -> Any:
     return result
 
 
-def _set_change_tracking(session: Session, tree: exp.Expression, statement: str) -> Any:
+def _set_change_tracking(session: Session, tree: exp.Expr, statement: str) -> Any:
     table = tree.this
     name = f"{table.db}.{table.name}" if table.db else table.name
     path_based = table.db.lower() == "delta" and "/" in table.name
@@ -363,7 +366,7 @@ def _set_change_tracking(session: Session, tree: exp.Expression, statement: str)
     return session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
 
 
-HANDLERS: dict[type[exp.Expression], Handler] = {
+HANDLERS: dict[type[exp.Expr], Handler] = {
     SetChangeTracking: _set_change_tracking,
     exp.Create: _create,
     exp.Drop: _drop,

@@ -40,27 +40,27 @@ def check_unique(what: str, names: Sequence[str]) -> None:
                            f"name them apart with AS, or give a column list: {what.split()[-1]} (c1, c2, ...)")
 
 
-def column_list(create: exp.Create) -> list[str]:
+def column_list(create: exp.Expr) -> list[str]:
     """The names of ``CREATE ... name (a, b) AS`` in order (empty without a column list)."""
     schema = create.this if isinstance(create.this, exp.Schema) else None
     return [c.name for c in schema.expressions] if schema is not None else []
 
 
-def _naming_select(query: exp.Expression) -> exp.Select | None:
+def _naming_select(query: exp.Expr) -> exp.Select | None:
     """The SELECT whose outputs name the query's columns: the query's own, or the first branch of a set operation."""
     while isinstance(query, (exp.Subquery, exp.SetOperation)):
         query = query.this
     return query if isinstance(query, exp.Select) else None
 
 
-def has_unnamed(query: exp.Expression) -> bool:
+def has_unnamed(query: exp.Expr) -> bool:
     """Whether the query returns an expression without a name of its own, which Spark names after its text."""
     select = _naming_select(query)
     return select is not None and any(not isinstance(e, (exp.Alias, exp.Column, exp.Star)) for e in select.expressions)
 
 
-def name_outputs(query: exp.Expression, spark_names: Sequence[str], names: Sequence[str], what: str
-                 ) -> exp.Expression:
+def name_outputs(query: exp.Expr, spark_names: Sequence[str], names: Sequence[str], what: str
+                 ) -> exp.Expr:
     """A copy of ``query`` whose output columns are called ``names``, position by position (``spark_names``: the
     names Spark gives them today, from analysing the query).
 
@@ -86,8 +86,8 @@ def name_outputs(query: exp.Expression, spark_names: Sequence[str], names: Seque
     return out
 
 
-def _wrap_outputs(query: exp.Expression, inner_names: Sequence[str], names: Sequence[str], what: str
-                  ) -> exp.Expression:
+def _wrap_outputs(query: exp.Expr, inner_names: Sequence[str], names: Sequence[str], what: str
+                  ) -> exp.Expr:
     """``SELECT `inner1` AS `name1`, ... FROM (query) AS __dtables_named``: names for a query whose outputs cannot
     be aliased in place (a ``SELECT *``); the inner names must be unique to be referenced."""
     check_unique(what, inner_names)

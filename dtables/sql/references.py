@@ -7,7 +7,7 @@ from sqlglot import exp
 from dtables.sql.dialect import parse_one
 
 
-def table_names(expression: exp.Expression) -> list[str]:
+def table_names(expression: exp.Expr) -> list[str]:
     """``db.name`` or ``name`` of every table reference, excluding CTE names and path-based ``delta.`/p``` refs."""
     ctes = {c.alias_or_name.lower() for c in expression.find_all(exp.CTE)}
     out: list[str] = []
@@ -29,7 +29,7 @@ def referenced_tables(sql: str) -> list[str]:
 _CARRIED = ("joins", "laterals", "pivots")
 
 
-def replace_table(table: exp.Table, new: exp.Expression) -> exp.Expression:
+def replace_table(table: exp.Table, new: exp.Expr) -> exp.Expr:
     """Put ``new`` (a table or a subquery) where ``table`` stands, keeping the joins, laterals and pivots attached
     to ``table``; every rewrite that swaps a table reference for something else goes through here (issue 24)."""
     for key in _CARRIED:

@@ -74,7 +74,7 @@ def _name(table: exp.Table) -> str:
     return normalize(f"{table.db}.{table.name}" if table.db else table.name)
 
 
-def stream_tables(tree: exp.Expression, known: set[str]) -> list[tuple[exp.Table, str]]:
+def stream_tables(tree: exp.Expr, known: set[str]) -> list[tuple[exp.Table, str]]:
     """Table references in ``tree`` that name a stream (CHANGES clauses and CTE names excluded)."""
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     out = []
@@ -89,7 +89,7 @@ def stream_tables(tree: exp.Expression, known: set[str]) -> list[tuple[exp.Table
     return out
 
 
-def target_of(tree: exp.Expression) -> str | None:
+def target_of(tree: exp.Expr) -> str | None:
     """The table a DML statement writes (INSERT, MERGE, UPDATE, DELETE, CREATE TABLE AS), or None."""
     if isinstance(tree, WRITES) or (isinstance(tree, exp.Create) and tree.expression is not None
                                      and (tree.args.get("kind") or "").upper() == "TABLE"):
@@ -101,7 +101,7 @@ def target_of(tree: exp.Expression) -> str | None:
     return None
 
 
-def substitute(scope: SparkScope, tree: exp.Expression, reads: Mapping[str, StreamRead]) -> exp.Expression:
+def substitute(scope: SparkScope, tree: exp.Expr, reads: Mapping[str, StreamRead]) -> exp.Expr:
     """A copy of ``tree`` reading temp views (registered on ``scope.spark``) in place of the streams."""
     tree = tree.copy()
     stream_views = set()
@@ -121,7 +121,7 @@ def substitute(scope: SparkScope, tree: exp.Expression, reads: Mapping[str, Stre
     return tree
 
 
-def _drop_unactionable_merge_rows(tree: exp.Expression, stream_views: set[str]) -> None:
+def _drop_unactionable_merge_rows(tree: exp.Expr, stream_views: set[str]) -> None:
     """A MERGE from a stream keeps only the stream rows some WHEN clause can act on.
 
     Singdata's MERGE pattern matches UPDATE_BEFORE and UPDATE_AFTER rows of one key to the same target row and acts
@@ -152,7 +152,7 @@ def _drop_unactionable_merge_rows(tree: exp.Expression, stream_views: set[str]) 
     using.replace(exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias))))
 
 
-def _complete_merge_inserts(scope: SparkScope, tree: exp.Expression) -> None:
+def _complete_merge_inserts(scope: SparkScope, tree: exp.Expr) -> None:
     """Singdata writes ``WHEN NOT MATCHED THEN INSERT VALUES (...)`` without a column list, which Spark rejects:
     supply the target's columns. In a NOT MATCHED clause there is no target row, so references to the target's
     alias there are NULL (Singdata's own example writes ``target.id``)."""
@@ -225,7 +225,7 @@ def _latest(session: Session, location: str | None) -> int:
     return log.latest_version if log.exists else -1
 
 
-def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expression,
+def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
                   app: str | None, seq: int, metadata: str) -> None:
     from dtables.sql.dialect import to_spark
     from dtables.sql.references import table_names
@@ -242,7 +242,7 @@ def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: 
         clone.sql(to_spark(rewritten))
 
 
-def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
+def consume(session: Session, statements: Sequence[tuple[str, exp.Expr]],
             reads: Mapping[str, StreamRead] | None, stream_names: Sequence[str]) -> None:
     """Run ``statements`` as one consumption of ``stream_names``.
 
@@ -267,7 +267,8 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
             location = _location(session, target) if target else None
             writes.append({"target": target, "location": location, "after": _latest(session, location),
                            "app": app_id({n: r.stream for n, r in reads.items()}, i)})
-        pending = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names), "frontiers": frontiers,
+        pending: dict[str, Any] = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names),
+                                   "frontiers": frontiers,
                    "initial": sorted(n for n, r in reads.items() if r.stream.show_initial_rows),
                    "statements": [s for s, _ in statements], "writes": writes}
         st.set_pending(session.store, [r.stream for r in reads.values()], pending)
@@ -279,7 +280,7 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expression]],
     track_retention(session, {t for f in frontiers.values() for t in f})
 
 
-def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expression]],
+def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expr]],
              pending: Mapping[str, Any], skip_committed: bool) -> None:
     metadata = json.dumps({"dtables_stream": {"seq": pending["seq"], "id": pending.get("id"),
                                               "frontiers": pending["frontiers"]}}, sort_keys=True)

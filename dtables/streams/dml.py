@@ -22,15 +22,15 @@ from dtables.sql.dialect import parse_one, to_spark
 _IN = "__dtables_in"
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
-def _has_subquery(e: exp.Expression) -> bool:
+def _has_subquery(e: exp.Expr) -> bool:
     return e.find(exp.Subquery, exp.Exists, exp.Select) is not None
 
 
-def in_subquery_as_merge(tree: exp.Expression, statement: str) -> exp.Expression:
+def in_subquery_as_merge(tree: exp.Expr, statement: str) -> exp.Expr:
     """``tree`` unchanged unless it is an UPDATE/DELETE whose condition holds a subquery; then the MERGE above."""
     if not isinstance(tree, (exp.Update, exp.Delete)):
         return tree

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-import differentiation as diff
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
@@ -37,7 +36,7 @@ def _name(table: exp.Table) -> str:
 # -- CREATE / DROP / SHOW / DESCRIBE ---------------------------------------------------------------------------------
 
 
-def create_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
+def create_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
     name, source_table = _name(tree.this), tree.args["source"]
     source, kind = _name(source_table), tree.args["source_kind"].name
     mode, flavor = tree.args["mode"].name, tree.args["flavor"].name
@@ -109,7 +108,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
     return tables
 
 
-def _start(session: Session, name: str, base: list[str], when: exp.Expression, statement: str) -> dict[str, int]:
+def _start(session: Session, name: str, base: list[str], when: exp.Expr, statement: str) -> dict[str, int]:
     kind = str(when.args.get("kind") or "").upper()
     if kind == "STREAM":
         other = st.get(session.store, normalize(when.expression.name))
@@ -122,6 +121,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expression, s
         return dict(other.frontier)
     from dtables.change_queries import _bound
 
+    assert isinstance(when, exp.HistoricalData)
     bound = _bound(session, when, statement)
     before = str(when.this).upper() == "BEFORE"
     try:
@@ -131,7 +131,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expression, s
         raise SqlError(f"cannot create stream {name}: {e}", statement) from None
 
 
-def drop_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
+def drop_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
     name = _name(tree.this)
     existing = st.get(session.store, name)
     if not st.drop(session.store, name):
@@ -147,7 +147,7 @@ _LISTING = ("created_on STRING, name STRING, database_name STRING, table_name ST
             "base_tables STRING, mode STRING, stale BOOLEAN, stale_after TIMESTAMP, comment STRING")
 
 
-def show_streams(session: Session, tree: exp.Expression, statement: str) -> Any:
+def show_streams(session: Session, tree: exp.Expr, statement: str) -> Any:
     import fnmatch
 
     like = tree.args.get("like")
@@ -181,7 +181,7 @@ def describe(session: Session, name: str) -> dict[str, Any]:
     return dict(zip([c.split()[0] for c in _DESCRIPTION.split(", ")], row))
 
 
-def describe_stream(session: Session, tree: exp.Expression, statement: str) -> Any:
+def describe_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
     row = describe(session, _name(tree.this))
     return session.spark.createDataFrame([tuple(row.values())], _DESCRIPTION)
 
@@ -201,7 +201,7 @@ def _stale_after(session: Session, stream: st.Stream) -> Any:
         return None
 
 
-def vacuum(session: Session, tree: exp.Expression, statement: str) -> Any:
+def vacuum(session: Session, tree: exp.Expr, statement: str) -> Any:
     """``VACUUM t [RETAIN n HOURS] [DRY RUN]`` through the frontier-aware vacuum; Delta's result."""
     from dtables.streams.vacuum import vacuum as run
 
@@ -220,22 +220,22 @@ def _status(session: Session, text: str) -> Any:
 # -- transactions ----------------------------------------------------------------------------------------------------
 
 
-def begin(session: Session, tree: exp.Expression, statement: str) -> Any:
+def begin(session: Session, tree: exp.Expr, statement: str) -> Any:
     transactions.begin(session)
     return _status(session, "transaction started")
 
 
-def commit(session: Session, tree: exp.Expression, statement: str) -> Any:
+def commit(session: Session, tree: exp.Expr, statement: str) -> Any:
     transactions.commit(session)
     return _status(session, "transaction committed")
 
 
-def rollback(session: Session, tree: exp.Expression, statement: str) -> Any:
+def rollback(session: Session, tree: exp.Expr, statement: str) -> Any:
     transactions.rollback(session)
     return _status(session, "transaction rolled back")
 
 
-HANDLERS = {
+HANDLERS: dict[type[exp.Expr], Any] = {
     syntax.CreateStream: create_stream,
     syntax.DropStream: drop_stream,
     syntax.ShowStreams: show_streams,
@@ -250,11 +250,11 @@ HANDLERS = {
 # -- the executor's hook ---------------------------------------------------------------------------------------------
 
 
-def _is_dml(tree: exp.Expression) -> bool:
+def _is_dml(tree: exp.Expr) -> bool:
     return isinstance(tree, WRITES) or target_of(tree) is not None
 
 
-def claims(session: Session, tree: exp.Expression | None) -> bool:
+def claims(session: Session, tree: exp.Expr | None) -> bool:
     """Whether :func:`execute` answers this statement (so Spark's parser must not judge it first)."""
     if tree is None or type(tree).__module__.startswith("dtables"):
         return False
@@ -265,7 +265,7 @@ def claims(session: Session, tree: exp.Expression | None) -> bool:
     return bool(stream_tables(tree, st.names(session.store)))
 
 
-def execute(session: Session, statement: str, tree: exp.Expression) -> Any:
+def execute(session: Session, statement: str, tree: exp.Expr) -> Any:
     """Run a statement :func:`claims`: buffer DML in a transaction, consume streams with DML, read them otherwise."""
     txn = transactions.current(session)
     names = sorted({n for _, n in stream_tables(tree, st.names(session.store))})

@@ -60,15 +60,15 @@ class Vacuum(exp.Expression):
 
 
 class BeginTransaction(exp.Expression):
-    arg_types: dict[str, bool] = {}
+    arg_types = {}
 
 
 class CommitTransaction(exp.Expression):
-    arg_types: dict[str, bool] = {}
+    arg_types = {}
 
 
 class RollbackTransaction(exp.Expression):
-    arg_types: dict[str, bool] = {}
+    arg_types = {}
 
 
 def _bool(p: DtablesParser, key: str) -> bool:
@@ -103,7 +103,7 @@ def _source_kind(p: DtablesParser) -> str:
     return ""
 
 
-def parse_create_stream(p: DtablesParser) -> exp.Expression | None:
+def parse_create_stream(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("CREATE"):
         return None
     replace = p._match_text_seq("OR", "REPLACE")
@@ -147,7 +147,7 @@ def parse_create_stream(p: DtablesParser) -> exp.Expression | None:
                         replace=replace, exists=exists, flavor=exp.var(flavor))
 
 
-def _parse_at_before(p: DtablesParser) -> exp.Expression:
+def _parse_at_before(p: DtablesParser) -> exp.Expr:
     word = p._curr.text.upper()
     p._advance()
     p._match(TokenType.L_PAREN)
@@ -190,7 +190,7 @@ def _parse_properties(p: DtablesParser, mode: str, initial: bool) -> tuple[str, 
     return mode, initial
 
 
-def parse_drop_stream(p: DtablesParser) -> exp.Expression | None:
+def parse_drop_stream(p: DtablesParser) -> exp.Expr | None:
     if not p._match_text_seq("DROP"):
         return None
     if not (p._match_text_seq("TABLE", "STREAM") or p._match_text_seq("STREAM")):
@@ -202,7 +202,7 @@ def parse_drop_stream(p: DtablesParser) -> exp.Expression | None:
 _SHOW = re.compile(r"^\s*(?:TABLE\s+)?STREAMS(?:\s+LIKE\s+'([^']*)')?\s*$", re.IGNORECASE)
 
 
-def parse_show_streams(p: DtablesParser) -> exp.Expression | None:
+def parse_show_streams(p: DtablesParser) -> exp.Expr | None:
     # The tokenizer hands over everything after SHOW as one string (as for SHOW DYNAMIC TABLES).
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None
@@ -212,7 +212,7 @@ def parse_show_streams(p: DtablesParser) -> exp.Expression | None:
     return ShowStreams(like=exp.Literal.string(match.group(1)) if match.group(1) is not None else None)
 
 
-def parse_describe_stream(p: DtablesParser) -> exp.Expression | None:
+def parse_describe_stream(p: DtablesParser) -> exp.Expr | None:
     if not (p._match_text_seq("DESCRIBE") or p._match_text_seq("DESC")):
         return None
     if not (p._match_text_seq("TABLE", "STREAM") or p._match_text_seq("STREAM")):
@@ -220,9 +220,9 @@ def parse_describe_stream(p: DtablesParser) -> exp.Expression | None:
     return DescribeStream(this=p._parse_table_parts())
 
 
-def parse_transaction(p: DtablesParser) -> exp.Expression | None:
+def parse_transaction(p: DtablesParser) -> exp.Expr | None:
     """BEGIN / START TRANSACTION / COMMIT / ROLLBACK (sqlglot's own nodes would not mark them as dtables')."""
-    node: exp.Expression
+    node: exp.Expr
     if p._match_text_seq("BEGIN") or p._match_text_seq("START", "TRANSACTION"):
         node = BeginTransaction()
     elif p._match_text_seq("COMMIT"):
@@ -241,7 +241,7 @@ _VACUUM = re.compile(r"^\s*(?P<table>'[^']*'|delta\s*\.\s*`[^`]+`|[\w`.]+)"
                      r"(?:\s+RETAIN\s+(?P<hours>\d+(?:\.\d+)?)\s+HOURS?)?(?P<dry>\s+DRY\s+RUN)?\s*$", re.IGNORECASE)
 
 
-def parse_vacuum(p: DtablesParser) -> exp.Expression | None:
+def parse_vacuum(p: DtablesParser) -> exp.Expr | None:
     # VACUUM is one of the tokenizer's commands: everything after it arrives as one string.
     if not p._match_text_seq("VACUUM"):
         return None
@@ -261,7 +261,7 @@ def parse_vacuum(p: DtablesParser) -> exp.Expression | None:
                   dry_run=exp.Boolean(this=match.group("dry") is not None))
 
 
-def parse_set_properties_change_tracking(p: DtablesParser) -> exp.Expression | None:
+def parse_set_properties_change_tracking(p: DtablesParser) -> exp.Expr | None:
     """Singdata's ``ALTER TABLE t SET PROPERTIES ('change_tracking' = 'true')``, the prerequisite of its streams."""
     from dtables.sql.dialect import SetChangeTracking  # the dialect imports this module
 

@@ -40,7 +40,7 @@ class Transaction:
     begun_at: dt.datetime
     pinned: dict[str, int]
     reads: dict[str, StreamRead] = field(default_factory=dict)
-    buffered: list[tuple[str, exp.Expression]] = field(default_factory=list)
+    buffered: list[tuple[str, exp.Expr]] = field(default_factory=list)
 
     def read(self, session: Session, name: str) -> StreamRead:
         """The stream as this transaction sees it (fixed at its first read here)."""

@@ -86,7 +86,7 @@ def check_history(spark: Any, make_table: Any, run: Any, history: list[str], cut
         assert applied == after
         # Minimum: no cancelling pair; ISUPDATE exactly on DELETE+INSERT pairs of one row id.
         assert not [rid for rid in deleted if inserted.get(rid) == deleted[rid]], "cancelling pair"
-        for k, v, action, rid, is_update in changes:
+        for _, _, _, rid, is_update in changes:
             assert is_update == (rid in deleted and rid in inserted)
         # APPEND_ONLY: the rows inserted by the commits of the interval, with their inserted values.
         append = read_changes(spark, interval, "APPEND_ONLY").df.select("k", "v").collect()

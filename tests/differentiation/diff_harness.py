@@ -166,7 +166,7 @@ def check_minimum_delta(changes: Sequence[tuple[Any, ...]]) -> None:
         by_id[row_id].add(action)
     cancelling = [k for k, acts in by_values.items() if len(acts) == 2]
     assert not cancelling, f"cancelling pairs in a minimum delta: {cancelling}"
-    for *_values, action, is_update, row_id in changes:
+    for *_values, _action, is_update, row_id in changes:
         assert is_update == (len(by_id[row_id]) == 2), f"wrong ISUPDATE for row id {row_id}"
 
 

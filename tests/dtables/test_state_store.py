@@ -26,7 +26,7 @@ def test_a_newer_store_is_refused_by_older_code(tmp_path):
 
 def test_a_failed_write_rolls_back(tmp_path):
     store = StateStore(tmp_path / "s.sqlite")
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - any failure inside the block must roll back
         with store.connect() as conn:
             conn.execute("INSERT INTO objects(name, kind) VALUES ('default.a', 'TABLE')")
             conn.execute("INSERT INTO nowhere VALUES (1)")

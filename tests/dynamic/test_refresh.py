@@ -142,6 +142,15 @@ def test_explain_create_shows_mode_plan_and_rewrites_and_creates_nothing(shop: A
     assert "RAND()" in refused
 
 
+def test_describe_table_of_a_dynamic_table_shows_its_columns_only(shop: Any) -> None:
+    shop.sql("CREATE DYNAMIC TABLE totals TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
+             "SELECT cust, sum(amount) AS total FROM orders GROUP BY cust")  # stores hidden state columns
+    for statement in ("DESCRIBE TABLE totals", "DESC default.totals", "DESCRIBE TABLE EXTENDED totals"):
+        names = [r.col_name for r in shop.sql(statement).collect()]
+        assert names[:2] == ["cust", "total"], (statement, names)
+        assert not [n for n in names if n.startswith("__dtables")], (statement, names)
+
+
 def test_suspend_resume_and_scheduled_refresh(shop: Any) -> None:
     from dtables.dynamic.executor import DynamicTableRefresher
     from dtables.dynamic.definition import now_utc
