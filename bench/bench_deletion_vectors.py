@@ -6,9 +6,10 @@
 Two tables with the same ``--rows`` rows, created through dtables: one with deletion vectors (the default), one
 copy-on-write (``delta.enableDeletionVectors = false``). For each DML kind (a scattered UPDATE, a scattered DELETE,
 ``--fraction`` of the rows) and each round, the same statement runs on both (timed), then the change read of that
-commit on each table is counted (``SELECT count(*) FROM t CHANGES(...)``, timed), beside a count of the whole table
-(``sum`` of a column, so the files are read: what a read that ignores the change would cost). The first round of every kind warms up and is not counted; the
-script prints medians and ratios, and EXPLAIN of the last change read of each table.
+commit on each table is counted (``SELECT count(*) FROM t CHANGES(...)``, timed), beside a read of the whole table
+(``sum`` of a column, so the files are read: what a read that ignores the change would cost). The first round of
+every kind warms up and is not counted; the script prints medians and ratios, and EXPLAIN of the last change read
+of each table.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def main() -> None:
                          "DELETE FROM {t} WHERE ") + where
             for label, table in tables.items():
                 before = _latest_version(session, table)
-                dml_s, _ = _timed(lambda t=table: session.sql(statement.format(t=t)))
+                dml_s, _ = _timed(lambda t=table, s=statement: session.sql(s.format(t=t)))
                 changes = (f"SELECT count(*) FROM {table} CHANGES(INFORMATION => DEFAULT) "
                            f"AT(VERSION => {before})")
                 changes_s, rows = _timed(lambda q=changes: session.sql(q).first()[0])
