@@ -64,8 +64,8 @@ SLOW = {
                "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
                "lag(v, 1, -9) OVER (PARTITION BY k ORDER BY v) AS prev FROM r"),
     "named_window": (
-        "SELECT k, v, rank() OVER w AS rk, sum(v) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run "
-        "FROM r WINDOW w AS (PARTITION BY k ORDER BY v) QUALIFY rank() OVER w <= 2"
+        "SELECT k, v, rank() OVER w AS rk, sum(v) OVER f AS run FROM r WINDOW w AS (PARTITION BY k ORDER BY v), "
+        "f AS (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) QUALIFY rank() OVER w <= 2"
     ),
     "qualify_over_join": (
         "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k "
