@@ -36,6 +36,9 @@ def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
         tree = query.copy()
     if not isinstance(tree, exp.Query):
         raise UnsupportedQuery(f"expected a query, got {type(tree).__name__}", type(tree).__name__, position_of(tree))
+    # WINDOW w AS (...): each OVER w gets the named window's PARTITION BY / ORDER BY / frame inlined, so a
+    # partitioned window is maintained by partition whatever way it was written.
+    tree = tree.transform(transforms.eliminate_window_clause, copy=False)
     tree = transforms.eliminate_qualify(tree)  # QUALIFY: a WHERE over the select with its window functions
     check_buildable(tree, query if isinstance(query, str) else None)
     try:

@@ -18,6 +18,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from dtables.catalog import DEFAULT_DB, normalize
 from dtables.dynamic.errors import DynamicTableError
+from dtables.sql.chains import regrouped
 from dtables.sql.dialect import to_spark
 from dtables.state import StateStore
 
@@ -96,7 +97,8 @@ def qualify_sources(query: exp.Expr) -> tuple[exp.Expr, tuple[str, ...]]:
     a parenthesized join (a table node carrying ``joins``) keeps its joins (rebuilding references one by one once
     dropped every table of ``FROM (r JOIN s ON ...)`` but the first; issue 24).
     """
-    tree = qualify_tables(query.copy(), db=DEFAULT_DB, dialect="spark")
+    with regrouped(query.copy()) as tree:  # long a + b + ... chains: linear, not quadratic (dtables.sql.chains)
+        tree = qualify_tables(tree, db=DEFAULT_DB, dialect="spark")
     sources: list[str] = []
     for table in source_tables(tree):
         name = normalize(f"{table.db}.{table.name}")

@@ -16,6 +16,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from dtables.project.config import ProjectError, format_problems
 from dtables.project.loader import DynamicTableSpec, Project, load_project
+from dtables.sql.chains import shallow
 
 Schema = dict[str, dict[str, str]]
 
@@ -48,39 +49,6 @@ def _nested(schema: Schema) -> dict[str, Any]:
         db, table = name.split(".")
         out.setdefault(db, {})[table] = cols
     return out
-
-
-# Operators whose chains may be regrouped without changing which columns they read or the type sqlglot gives them.
-_ASSOCIATIVE = (exp.Add, exp.Mul, exp.And, exp.Or, exp.DPipe, exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor)
-# Chains up to this many operands are left as written (every ordinary query).
-LONGEST_CHAIN = 64
-
-
-def shallow(tree: exp.Expr, longest: int = LONGEST_CHAIN) -> exp.Expr:
-    """``tree`` (changed in place) with every chain of one associative operator longer than ``longest`` operands
-    regrouped into a balanced tree, operands in the same order: ``a + b + c + d`` -> ``(a + b) + (c + d)``.
-
-    sqlglot parses ``v + v + ... + v`` into a left-deep tree as deep as it is long, and its scope analysis walks
-    from every column up to its SELECT (``Scope.columns``), so qualifying n terms cost n^2 steps (figures:
-    bench/README.md, "Measurements behind design choices"). Balanced, the walk is log n long. Only for checking:
-    the regrouped tree reads the same columns and gets the same type; it is never stored or run.
-    """
-    heads = [node for node in tree.find_all(*_ASSOCIATIVE)
-             if not (type(node.parent) is type(node) and node.arg_key == "this")]
-    for head in heads:
-        kind, operands, node = type(head), [], head
-        while type(node) is kind:  # down the left spine: ((a + b) + c) + d
-            operands.append(node.expression)
-            node = node.this
-        operands.append(node)
-        if len(operands) <= longest:
-            continue
-        level = operands[::-1]
-        while len(level) > 1:
-            level = [kind(this=level[i], expression=level[i + 1]) if i + 1 < len(level) else level[i]
-                     for i in range(0, len(level), 2)]
-        head.replace(level[0])
-    return tree
 
 
 def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) -> dict[str, str] | None:

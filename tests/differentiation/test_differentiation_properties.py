@@ -63,6 +63,10 @@ SLOW = {
     "window": ("SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v DESC) AS rk, "
                "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
                "lag(v, 1, -9) OVER (PARTITION BY k ORDER BY v) AS prev FROM r"),
+    "named_window": (
+        "SELECT k, v, rank() OVER w AS rk, sum(v) OVER f AS run FROM r WINDOW w AS (PARTITION BY k ORDER BY v), "
+        "f AS (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) QUALIFY rank() OVER w <= 2"
+    ),
     "qualify_over_join": (
         "SELECT r.k, r.v, s.w FROM r JOIN s ON r.k = s.k "
         "QUALIFY dense_rank() OVER (PARTITION BY r.k ORDER BY s.w) <= 1"

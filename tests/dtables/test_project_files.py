@@ -147,6 +147,27 @@ def test_regrouping_a_long_chain_keeps_its_columns_and_types():
     assert shallow(parse_one("SELECT i + i + i AS n FROM t")).sql() == "SELECT i + i + i AS n FROM t"  # short: as is
 
 
+def test_a_stored_query_is_qualified_regrouped_and_keeps_its_written_shape():
+    """Issue 22 item 3, the CREATE side: qualify_sources regroups long chains while sqlglot qualifies (linear, not
+    quadratic) and gives the stored query back exactly as qualifying the written tree gives it."""
+    from sqlglot.optimizer.qualify_tables import qualify_tables
+
+    from dtables.dynamic.definition import qualify_sources
+    from dtables.sql.chains import regrouped
+    from dtables.sql.dialect import parse_one
+
+    query = ("SELECT " + " + ".join(f"t.v{i}" for i in range(150)) + " AS x, f(" + " * ".join(["w"] * 100)
+             + ") AS y, (" + " OR ".join(f"a{i} > 0" for i in range(70)) + ") AND b FROM t JOIN u ON "
+             + " AND ".join(f"t.a{i} = u.b{i}" for i in range(100)))
+    written = qualify_tables(parse_one(query), db="default", dialect="spark")
+    stored, sources = qualify_sources(parse_one(query))
+    assert repr(stored) == repr(written) and sources == ("default.t", "default.u")
+    tree = parse_one(query)
+    with regrouped(tree) as shallow_tree:
+        assert _depth(shallow_tree) < 30 < _depth(parse_one(query))
+    assert repr(tree) == repr(parse_one(query))  # the written shape again, node for node
+
+
 # -- issue 22, item 2: project files checked by the same code as SQL ------------------------------------------------
 
 
