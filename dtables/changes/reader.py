@@ -320,7 +320,8 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         )
     columns = [f.name for f in table_schema(meta).fields]
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files and meta.column_mapping == "none" and all(f.base_row_id is not None for f in files):
+    if files and meta.column_mapping == "none" and all(f.base_row_id is not None for f in files) \
+            and few_marks(files):
         # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py), without the
         # rows their deletion vectors mark: the same rows and ids as Delta's time travel below, without the
         # Spark job that rebuilds the snapshot.
@@ -349,7 +350,7 @@ def table_at(spark: Any, location: str, version: int) -> DataFrame:
     log = DeltaLog(spark, location)
     meta = log.metadata_at(version)
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files is None or meta.partition_columns or meta.column_mapping != "none":
+    if files is None or meta.partition_columns or meta.column_mapping != "none" or not few_marks(files):
         return spark.read.format("delta").option("versionAsOf", version).load(location)
     schema = table_schema(meta)
     if not files:
@@ -365,6 +366,16 @@ def change_data_files(spark: Any) -> bool:
 
 
 DIRECT_SNAPSHOTS = "spark.dtables.directSnapshots"
+
+
+# Direct reads decode deletion vectors on the driver into a broadcast table of marked rows; past this many, Delta's
+# own scan (which applies the vectors in its readers) is cheaper than that table.
+MAX_DIRECT_MARKS = 200_000
+
+
+def few_marks(files: tuple[FileAction, ...]) -> bool:
+    """Whether the rows the files' deletion vectors mark are few enough for a direct read to leave out."""
+    return sum(f.deletion_vector.cardinality for f in files if f.deletion_vector is not None) <= MAX_DIRECT_MARKS
 
 
 def direct_snapshots(spark: Any) -> bool:
