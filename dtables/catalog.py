@@ -22,9 +22,16 @@ CHANGE_TRACKING_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableRowTracking": "true",
 }
-# Copy-on-write instead of deletion vectors: a commit's removed and added files then hold exactly the rows it
-# deleted and inserted, which is what change reads consume (paper 3.2.3).
-NEW_TABLE_PROPERTIES = {**CHANGE_TRACKING_PROPERTIES, "delta.enableDeletionVectors": "false"}
+# Deletion vectors: a DELETE / UPDATE / MERGE marks the rows it removes instead of rewriting whole files, and change
+# reads take exactly the marked rows (dtables.changes.deletion_vectors). ``spark.dtables.deletionVectors=false``
+# keeps tables dtables creates copy-on-write, as before issue 18.
+DELETION_VECTORS_SETTING = "spark.dtables.deletionVectors"
+
+
+def new_table_properties(spark: Any) -> dict[str, str]:
+    """The Delta properties of a table dtables creates (CREATE TABLE, CTAS, a dynamic table's storage)."""
+    on = str(spark.conf.get(DELETION_VECTORS_SETTING, "true")).strip().lower() != "false"
+    return {**CHANGE_TRACKING_PROPERTIES, "delta.enableDeletionVectors": "true" if on else "false"}
 
 
 def normalize(name: str) -> str:

@@ -37,9 +37,11 @@ are read from the change data (``cdc``) files those commits wrote, which carry t
 removed data files, and files a DELETE rewrote from older files are not read (they hold copies only); see
 ``shapes._change_data``.
 
-Deletion vectors: dtables creates its tables with ``delta.enableDeletionVectors = false`` (also Delta 4.4's default
-for new tables). With deletion vectors a data file's rows depend on the version, so direct parquet reads would be
-wrong; such intervals fall back to Delta time-travel scans (correct, unpruned).
+Deletion vectors (on by default for tables dtables creates, ``spark.dtables.deletionVectors``): a data file's rows
+then depend on the version, so a direct parquet read leaves out the rows the file's vector marks at that end of the
+interval, and a file whose vector grew is read for the newly marked rows only, by row index
+(``deletion_vectors``, ``shapes.RowFilter``). Only a file re-added without data change whose earlier vector the
+interval does not show falls back to Delta time-travel scans (correct, unpruned).
 """
 
 from __future__ import annotations

@@ -41,8 +41,18 @@ from pyspark.sql import types as T
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
-from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RCV, RID, scan_change_files, scan_files, table_schema
-from dtables.changes.shapes import ChangePlan, FileScan, Shape, check_files_retained, plan_changes
+from dtables.changes.scan import (
+    CHANGE_TYPE,
+    FILE,
+    FRESH,
+    RCV,
+    RID,
+    scan_change_files,
+    scan_files,
+    table_schema,
+    without_marked_rows,
+)
+from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, Shape, check_files_retained, plan_changes
 from dtables.changes.storage import join
 
 ACTION = "METADATA$ACTION"
@@ -277,7 +287,7 @@ def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFra
     new_files = tuple(f for f in plan.added.files if f.path not in plan.old_rows_only)
     if not new_files:
         return removed, None
-    added = scan_files(spark, location, plan.metadata, FileScan(new_files, plan.added.version, True))
+    added = scan_files(spark, location, plan.metadata, plan.added.restricted(new_files))
     return removed, added.where(F.col(RCV) > start)
 
 
@@ -310,13 +320,15 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         )
     columns = [f.name for f in table_schema(meta).fields]
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files and meta.column_mapping == "none" and all(f.base_row_id is not None and not f.has_deletion_vector
-                                                        for f in files):
-        # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py): the
-        # same rows and ids as Delta's time travel below, without the Spark job that rebuilds the snapshot.
+    if files and meta.column_mapping == "none" and all(f.base_row_id is not None for f in files) \
+            and few_marks(files):
+        # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py), without the
+        # rows their deletion vectors mark: the same rows and ids as Delta's time travel below, without the
+        # Spark job that rebuilds the snapshot.
         if keep is not None:  # at least one file, so the read has the table's schema (the filter empties it)
             files = tuple(f for f in files if keep(f)) or files[:1]
-        df = scan_files(spark, location, meta, FileScan(files, version, True))
+        vectors = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
+        df = scan_files(spark, location, meta, FileScan(files, version, True, vectors))
         row_id = F.col(RID)
     else:
         df = spark.read.format("delta").option("versionAsOf", version).load(location)
@@ -333,18 +345,18 @@ CHANGE_DATA_FILES = "spark.dtables.changeDataFiles"
 def table_at(spark: Any, location: str, version: int) -> DataFrame:
     """The table's own columns at ``version``: its data files read as Parquet when the version's checksum lists
     them (no Spark job rebuilding Delta's snapshot, which time travel to any version but the cached latest one
-    costs), else Delta's time travel. Direct reads need a table without partitions, column mapping or deletion
-    vectors."""
+    costs), else Delta's time travel. Direct reads need a table without partitions or column mapping; rows its
+    deletion vectors mark are left out by row index."""
     log = DeltaLog(spark, location)
     meta = log.metadata_at(version)
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files is None or meta.partition_columns or meta.column_mapping != "none" or any(
-            f.has_deletion_vector for f in files):
+    if files is None or meta.partition_columns or meta.column_mapping != "none" or not few_marks(files):
         return spark.read.format("delta").option("versionAsOf", version).load(location)
     schema = table_schema(meta)
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[join(location, unquote(f.path)) for f in files])
+    raw = spark.read.schema(schema).parquet(*[join(location, unquote(f.path)) for f in files])
+    return without_marked_rows(spark, location, raw, files)
 
 
 def change_data_files(spark: Any) -> bool:
@@ -354,6 +366,16 @@ def change_data_files(spark: Any) -> bool:
 
 
 DIRECT_SNAPSHOTS = "spark.dtables.directSnapshots"
+
+
+# Direct reads decode deletion vectors on the driver into a broadcast table of marked rows; past this many, Delta's
+# own scan (which applies the vectors in its readers) is cheaper than that table.
+MAX_DIRECT_MARKS = 200_000
+
+
+def few_marks(files: tuple[FileAction, ...]) -> bool:
+    """Whether the rows the files' deletion vectors mark are few enough for a direct read to leave out."""
+    return sum(f.deletion_vector.cardinality for f in files if f.deletion_vector is not None) <= MAX_DIRECT_MARKS
 
 
 def direct_snapshots(spark: Any) -> bool:

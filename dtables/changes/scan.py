@@ -10,7 +10,9 @@ Two ways, chosen by the plan (``shapes.FileScan.direct``):
   follows the row-tracking spec: ``row_id = coalesce(materialized id column, baseRowId + row_index)`` and
   ``row_commit_version = coalesce(materialized column, defaultRowCommitVersion)``, with ``baseRowId`` and
   ``defaultRowCommitVersion`` taken from the file's add/remove action in the log. Partition values come from the
-  action too. Valid only without deletion vectors and column mapping.
+  action too. A file with a deletion vector is read without the rows its vector marks, or for only the rows a
+  vector newly marks (``shapes.RowFilter``): the vectors are decoded on the driver (``deletion_vectors``) into a
+  small (file, row index) table joined by broadcast. Valid only without column mapping.
 - Delta: a time-travel scan at the plan's version filtered on ``_metadata.file_name``, using Delta's own
   ``_metadata.row_id`` / ``row_commit_version``. Always correct, but reads the whole snapshot's files.
 """
@@ -25,11 +27,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
-from dtables.changes.shapes import FileScan
-from dtables.changes.storage import join
+from dtables.changes.shapes import FileScan, RowFilter
+from dtables.changes.storage import Storage, join
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
+_ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP = "__row_index", "__mark_file", "__mark_row", "__mark_keep"
 CHANGE_TYPE = "_change_type"  # the column of Delta's change data files: insert, delete, update_pre/postimage
 
 
@@ -68,8 +72,12 @@ def _scan_direct(
     mat_rcv = metadata.materialized_row_commit_version_column
     read_fields = [f for f in schema.fields if f.name not in partition_columns]
     read_fields += [T.StructField(c, T.LongType(), True) for c in (mat_rid, mat_rcv) if c]
-    paths = [join(location, unquote(f.path)) for f in scan.files]
+    marks, selective, empty = _row_marks(spark, location, scan.row_filters)
+    files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
+    paths = [join(location, unquote(f.path)) for f in files]
     raw = spark.read.schema(T.StructType(read_fields)).parquet(*paths)
+    if len(files) == 1 and files[0].path in empty:
+        raw = raw.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
 
     base_row_id = _per_file(scan.files, lambda f: f.base_row_id, T.LongType())
     fresh_id = base_row_id + F.col("_metadata.row_index")
@@ -78,13 +86,66 @@ def _scan_direct(
     default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType())
     rcv = F.coalesce(F.col(f"`{mat_rcv}`"), default_rcv) if mat_rcv else default_rcv
 
-    return raw.select(
-        *_columns(schema, partition_columns, scan.files),
+    rows = raw.select(
+        *_columns(schema, partition_columns, files),
         row_id.alias(RID),
         rcv.alias(RCV),
         F.col("_metadata.file_name").alias(FILE),
         fresh.alias(FRESH),
+        *([F.col("_metadata.row_index").alias(_ROW_INDEX)] if marks is not None else []),
     )
+    if marks is None:
+        return rows
+    joined = rows.join(F.broadcast(marks), (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW)),
+                       "left")
+    keep = F.col(_MARK_KEEP).isNull()
+    if selective:
+        keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))).otherwise(keep)
+    return joined.where(keep).drop(_ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP)
+
+
+def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
+    """``raw``, a parquet read of ``files``, without the rows their deletion vectors mark (its own columns)."""
+    filters = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
+    marks, _, _ = _row_marks(spark, location, filters)
+    if marks is None:
+        return raw
+    tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+    on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
+    return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(f"`{c}`") for c in raw.columns])
+
+
+MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
+                            T.StructField(_MARK_ROW, T.LongType(), False),
+                            T.StructField(_MARK_KEEP, T.BooleanType(), False)])
+
+
+def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
+               ) -> tuple[DataFrame | None, set[str], set[str]]:
+    """The deletion vectors of ``filters`` decoded into (file name, row index, keep) rows: ``keep`` false for a
+    row a file's vector marks deleted, true for a row a selective filter reads; then the file names of the
+    selective filters (their other rows are not read) and the paths whose filter keeps no row at all."""
+    if not filters:
+        return None, set(), set()
+    storage = Storage(spark, location)
+
+    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> set[int]:
+        return set(dv.read_rows(descriptor, location, storage.read_bytes)) if descriptor is not None else set()
+
+    marks: list[tuple[str, int, bool]] = []
+    selective: set[str] = set()
+    empty: set[str] = set()
+    for f in filters:
+        name = unquote(f.path.rsplit("/", 1)[-1])
+        if f.selective:
+            wanted = rows_of(f.only) - rows_of(f.minus)
+            selective.add(name)
+            if not wanted:
+                empty.add(f.path)
+            marks += [(name, r, True) for r in sorted(wanted)]
+        else:
+            marks += [(name, r, False) for r in sorted(rows_of(f.minus))]
+    return spark.createDataFrame(marks, MARK_SCHEMA), selective, empty
 
 
 def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
+from dtables.changes.deletion_vectors import DeletionVectorDescriptor
 from dtables.changes.errors import HistoryNotRetained, InvalidInterval
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit, DeltaLog, FileAction, TableMetadata
@@ -37,17 +38,38 @@ INFORMATION_VALUES: tuple[str, ...] = ("DEFAULT", "APPEND_ONLY")
 
 
 @dataclass(frozen=True)
+class RowFilter:
+    """Which rows of one data file a direct scan reads, by row index, from deletion vectors (see
+    ``deletion_vectors``): every row but those ``minus`` marks (the vector the file had at that end of the
+    interval), or, when ``selective``, just the rows ``only`` marks and ``minus`` does not (none when ``only`` is
+    None): the rows a DELETE, UPDATE or MERGE marked deleted in place, without rewriting the file (or, the other
+    way round, rows a RESTORE brought back)."""
+
+    path: str
+    minus: DeletionVectorDescriptor | None
+    only: DeletionVectorDescriptor | None = None
+    selective: bool = False
+
+
+@dataclass(frozen=True)
 class FileScan:
     """Rows of some data files as the table held them at ``version``.
 
     ``direct``: the files are read straight from parquet (pruned to exactly these files; their content never
-    changes, so the version does not matter). Otherwise a Delta time-travel scan at ``version`` filtered on the
-    file names: needed when deletion vectors or column mapping make the parquet content differ from the rows.
+    changes, so the version does not matter), each restricted by its ``row_filters`` entry when deletion vectors
+    mark some of its rows. Otherwise a Delta time-travel scan at ``version`` filtered on the file names: needed
+    when column mapping makes the parquet content differ from the rows, or the files lack row ids.
     """
 
     files: tuple[FileAction, ...]
     version: int
     direct: bool
+    row_filters: tuple[RowFilter, ...] = ()
+
+    def restricted(self, files: tuple[FileAction, ...]) -> FileScan:
+        """The same scan over some of its files, with their row filters."""
+        paths = {f.path for f in files}
+        return FileScan(files, self.version, self.direct, tuple(r for r in self.row_filters if r.path in paths))
 
     @property
     def file_names(self) -> tuple[str, ...]:
@@ -105,7 +127,14 @@ class ChangePlan:
                 return f"  {name}: none"
             how = "parquet files directly" if scan.direct else f"Delta scan at version {scan.version}"
             rows = scan.estimated_rows
-            return f"  {name}: {len(scan.files)} file(s), {'?' if rows is None else rows} row(s), via {how}"
+            text = f"  {name}: {len(scan.files)} file(s), {'?' if rows is None else rows} row(s), via {how}"
+            selective = sum(r.selective for r in scan.row_filters)
+            minus = sum(not r.selective for r in scan.row_filters)
+            if selective:
+                text += f"; {selective} of them only for the rows their deletion vectors newly mark"
+            if minus:
+                text += f"; {minus} without the rows their deletion vectors mark"
+            return text
 
         lines = [
             f"CHANGES(INFORMATION => {self.information}) of {self.interval}",
@@ -152,6 +181,19 @@ def _walk(log: DeltaLog, interval: Interval) -> dict[str, _FileHistory]:
             if action.kind == "remove" and h.removed_at is None:
                 h.removed_at = version
     return history
+
+
+def _vector_changes(start: DeletionVectorDescriptor | None, end: DeletionVectorDescriptor | None
+                    ) -> tuple[bool, bool]:
+    """For a file present at both ends of the interval: whether its end vector may mark rows its start vector did
+    not (rows deleted in place), and whether its start vector may mark rows its end vector does not (rows brought
+    back, by a RESTORE). Vectors only grow under DELETE / UPDATE / MERGE, so a grown cardinality means new
+    deletions only; the sets themselves are decoded when the rows are read."""
+    if start == end:
+        return False, False
+    if start is None or end is None:
+        return end is not None, start is not None
+    return end.cardinality >= start.cardinality, end.cardinality <= start.cardinality
 
 
 def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: list[str]) -> set[str]:
@@ -252,21 +294,46 @@ def plan_changes(
     maybe_present = _present_at_start(spark, log, interval, uncertain)
     removed: list[FileAction] = []
     added: list[FileAction] = []
+    removed_filters: list[RowFilter] = []
+    added_filters: list[RowFilter] = []
     removed_at: list[tuple[str, int]] = []
+    ends = {p: (h.first.kind == "remove" or p in maybe_present, h.last.kind == "add") for p, h in history.items()}
+    # Deletion vectors are applied by row index in direct scans when every file read has row ids and the vector
+    # each had at the start is known (a file first seen re-added without data change may have had another one).
+    by_row_index = direct_ok and not any(p in maybe_present and h.has_deletion_vector for p, h in history.items()) \
+        and all((not s or h.first.base_row_id is not None) and (not e or h.last.base_row_id is not None)
+                for (s, e), h in zip(ends.values(), history.values()))
     deletion_vectors = False
     for path, h in history.items():
-        at_start = h.first.kind == "remove" or path in maybe_present
-        at_end = h.last.kind == "add"
+        at_start, at_end = ends[path]
+        start_dv = h.first.deletion_vector if h.first.kind == "remove" else None
+        end_dv = h.last.deletion_vector if at_end else None
         if at_start and at_end and not h.has_deletion_vector:
             continue  # same immutable file at both ends: same rows, nothing changed
+        if at_start and at_end and by_row_index:
+            # The same file at both ends: only the rows its deletion vector changed are changes.
+            newly, revived = _vector_changes(start_dv, end_dv)
+            if newly:
+                removed.append(h.first)
+                removed_filters.append(RowFilter(h.first.path, start_dv, end_dv, selective=True))
+                removed_at.append((unquote(h.first.file_name), h.removed_at or interval.end_version))
+            if revived:
+                added.append(h.last)
+                added_filters.append(RowFilter(h.last.path, end_dv, start_dv, selective=True))
+            continue
         deletion_vectors |= h.has_deletion_vector
         if at_start:
             removed.append(h.first)
+            if by_row_index and start_dv is not None:
+                removed_filters.append(RowFilter(h.first.path, start_dv))
             removed_at.append((unquote(h.first.file_name), h.removed_at or interval.end_version))
         if at_end:
             added.append(h.last)
-    direct_removed = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in removed)
-    direct_added = direct_ok and not deletion_vectors and all(f.base_row_id is not None for f in added)
+            if by_row_index and end_dv is not None:
+                added_filters.append(RowFilter(h.last.path, end_dv))
+    vectors_ok = by_row_index or not deletion_vectors
+    direct_removed = direct_ok and vectors_ok and all(f.base_row_id is not None for f in removed)
+    direct_added = direct_ok and vectors_ok and all(f.base_row_id is not None for f in added)
     change_files: tuple[FileAction, ...] | None = None
     old_rows_only = frozenset[str]()
     if direct_removed and direct_added and removed and end_meta.materialized_row_id_column:
@@ -276,8 +343,9 @@ def plan_changes(
             change_files = tuple(f for f, _ in found)
             # A change data row was deleted (or replaced) by the commit that wrote its file.
             removed_at += [(unquote(f.file_name), v) for f, v in found]
-    removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed) if removed else None
-    added_scan = FileScan(tuple(added), interval.end_version, direct_added) if added else None
+    removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed, tuple(removed_filters)) \
+        if removed else None
+    added_scan = FileScan(tuple(added), interval.end_version, direct_added, tuple(added_filters)) if added else None
     shape: Shape = (
         "MINIMIZE"
         if removed and added
@@ -302,6 +370,15 @@ def check_files_retained(spark: Any, plan: ChangePlan) -> None:
     """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed."""
     storage = Storage(spark, plan.interval.location)
     scans = [s for s in (plan.removed, plan.added, *plan.inserted) if s is not None]
+    vectors = [d for scan in scans for r in scan.row_filters for d in (r.minus, r.only) if d is not None]
+    for d in vectors:  # a vector file VACUUM removed: the rows it marks can no longer be told apart
+        location = d.location(plan.interval.location)
+        if location is not None and not storage.exists(location):
+            raise HistoryNotRetained(
+                f"changes of {plan.interval}: deletion vector file {location} is gone (VACUUM removed it after its "
+                f"retention period); changes that old can no longer be read. Read a later interval, a stream this "
+                f"old is stale and must be recreated; keep files longer with delta.deletedFileRetentionDuration"
+            )
     for f in [f for scan in scans for f in scan.files] + list(plan.change_files or ()):
         if not storage.exists(join(plan.interval.location, unquote(f.path))):
             raise HistoryNotRetained(

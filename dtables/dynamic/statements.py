@@ -12,7 +12,7 @@ from sqlglot import exp
 from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
-from dtables.catalog import NEW_TABLE_PROPERTIES, normalize, quote
+from dtables.catalog import new_table_properties, normalize, quote
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
@@ -189,7 +189,7 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
     cols_sql = ", ".join(
         f"`{c.name}` {c.type}" + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
-    properties = {**NEW_TABLE_PROPERTIES, **column_mapping_properties([c.name for c in columns])}
+    properties = {**new_table_properties(session.spark), **column_mapping_properties([c.name for c in columns])}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
     session.spark.sql(f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA "

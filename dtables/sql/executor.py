@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from dtables.catalog import CHANGE_TRACKING_PROPERTIES, NEW_TABLE_PROPERTIES, normalize, quote
+from dtables.catalog import CHANGE_TRACKING_PROPERTIES, new_table_properties, normalize, quote
 from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
@@ -256,7 +256,7 @@ def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     if has_schema:  # registering an existing Delta location keeps its properties; ALTER ... CHANGE_TRACKING turns it on
         given = {p.name for p in new_props.find_all(exp.Property) if isinstance(p.this, exp.Literal)}
         mapping = _ctas_column_mapping(session, new)
-        for key, value in {**NEW_TABLE_PROPERTIES, **mapping}.items():
+        for key, value in {**new_table_properties(session.spark), **mapping}.items():
             if key not in given:
                 new_props.append("expressions", exp.Property(this=exp.Literal.string(key),
                                                              value=exp.Literal.string(value)))

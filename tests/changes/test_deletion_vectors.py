@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from dtables.changes import deletion_vectors as dv
 from dtables.changes.errors import CorruptDeletionVector
-from dtables.changes.log import FileAction
+from dtables.changes import reader
+from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.storage import Storage
 
 EXPECTED = [3, 4, 7, 11, 18, 29]  # the rows of the protocol's example vector
@@ -115,3 +116,23 @@ def test_vectors_delta_wrote_name_the_rows_spark_deleted(spark: Any, tmp_path: P
     remote = Storage(spark, table.as_uri())
     remote._local = False  # Hadoop's file system, as for object stores
     assert dv.read_rows(action.deletion_vector, table.as_uri(), remote.read_bytes) == rows
+
+
+def test_table_at_leaves_out_marked_rows_directly_or_through_delta(spark: Any, tmp_path: Path, monkeypatch: Any):
+    """``table_at`` reads a version's files directly without the rows their vectors mark, and past
+    MAX_DIRECT_MARKS marked rows through Delta's own scan: both give Delta's rows."""
+    table = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{table}` (id INT) USING delta TBLPROPERTIES ("
+              "delta.enableDeletionVectors = true, delta.enableRowTracking = true)")
+    spark.range(0, 500).selectExpr("CAST(id AS INT) AS id").coalesce(1).write.format("delta").mode("append") \
+        .save(table)
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id % 5 = 1")
+    log = DeltaLog(spark, table)
+    version = log.latest_version
+    files = log.files_at(version)  # the checksum lists them: the direct read is possible
+    assert files and any(f.deletion_vector is not None for f in files)
+    expected = sorted(r.id for r in spark.read.format("delta").load(table).collect())
+    assert len(expected) == 400
+    for limit in (reader.MAX_DIRECT_MARKS, 0):
+        monkeypatch.setattr(reader, "MAX_DIRECT_MARKS", limit)
+        assert sorted(r.id for r in reader.table_at(spark, table, version).collect()) == expected
