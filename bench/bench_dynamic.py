@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_dynamic.py                       # 10M fact rows, 0.1% changed, 5 rounds per kind
     .venv/bin/python bench/bench_dynamic.py --rows 1000000 --rounds 3
+    .venv/bin/python bench/bench_dynamic.py --query join --conf spark.dtables.deletionVectors=false
 
 The shape of issue 17: a fact of ``--rows`` rows joined to a ``--dims``-row dimension, grouped into ``--groups``
 groups with COUNT / SUM / AVG. Two dynamic tables with the same query read the same sources, one REFRESH_MODE =
@@ -26,8 +27,13 @@ from typing import Any
 import dtables
 from dtables.dynamic.definition import now_utc
 
-QUERY = ("SELECT d.region, count(*) AS n, sum(f.amount) AS total, avg(f.amount) AS mean "
-         "FROM fact f JOIN dims d ON f.dim = d.dim GROUP BY d.region")
+QUERIES = {
+    # a small target (one row per group), written by REWRITE
+    "aggregate": "SELECT d.region, count(*) AS n, sum(f.amount) AS total, avg(f.amount) AS mean "
+                 "FROM fact f JOIN dims d ON f.dim = d.dim GROUP BY d.region",
+    # a target as large as the fact, written by MERGE: the dynamic table's own DML with deletion vectors or not
+    "join": "SELECT f.id, f.amount, d.region FROM fact f JOIN dims d ON f.dim = d.dim",
+}
 KINDS = ("inserts", "updates", "deletes", "mixed", "one-row")
 
 
@@ -116,6 +122,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE for the dtables session")
+    parser.add_argument("--query", choices=sorted(QUERIES), default="aggregate")
     args = parser.parse_args()
 
     conf = {"spark.driver.memory": args.driver_memory, **dict(c.split("=", 1) for c in args.conf)}
@@ -127,10 +134,13 @@ def main() -> None:
     session.sql("CREATE TABLE fact (id BIGINT, dim INT, amount DOUBLE)")
     session.sql(f"INSERT INTO fact SELECT id, CAST(id % {args.dims} AS INT), CAST(id % 97 AS DOUBLE) "
                 f"FROM range({args.rows})")
-    session.sql(f"CREATE DYNAMIC TABLE agg_inc TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {QUERY}")
-    session.sql(f"CREATE DYNAMIC TABLE agg_full TARGET_LAG = '1 hour' REFRESH_MODE = FULL AS {QUERY}")
+    query = QUERIES[args.query]
+    session.sql(f"CREATE DYNAMIC TABLE agg_inc TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {query}")
+    session.sql(f"CREATE DYNAMIC TABLE agg_full TARGET_LAG = '1 hour' REFRESH_MODE = FULL AS {query}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"commit {commit}; fact {args.rows:,} rows, dims {args.dims:,}, {args.groups} groups, "
+    vectors = conf.get("spark.dtables.deletionVectors", "true")
+    print(f"commit {commit}; query {args.query}; deletion vectors {vectors}; "
+          f"fact {args.rows:,} rows, dims {args.dims:,}, {args.groups} groups, "
           f"{args.fraction:.2%} changed per round, median of {args.rounds} rounds after a warm-up")
 
     work = Workload(session, args.rows, args.dims, args.fraction)

@@ -66,6 +66,10 @@ def build_spark(
         if master.startswith("local"):
             settings = {**LOCAL_DEFAULTS, **settings}
         settings["spark.jars"] = ",".join(str(p) for p in delta_jars())
+        # PySpark's call-site capture costs four Py4J round trips per DataFrame function call (a configuration
+        # read, then setting and clearing the origin); a change read builds hundreds of Columns, so this was a
+        # third of its driver time. Errors still carry Spark's own SQL context.
+        settings["spark.python.sql.dataFrameDebugging.enabled"] = "false"
         # Spark's UI, event logs and SET output hide the settings dtables treats as secret (dtables.secrets)
         settings["spark.redaction.regex"] = SPARK_REDACTION_REGEX
     settings.update(conf or {})
