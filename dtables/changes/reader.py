@@ -215,15 +215,32 @@ def explain_changes(spark: Any, interval: Interval, information: str = "DEFAULT"
     return plan_changes(spark, interval, information)
 
 
-def redundant_delta(spark: Any, interval: Interval) -> DataFrame:
+def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False) -> DataFrame:
     """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
 
     Rows of the net-removed files as DELETE, rows of the net-added files as INSERT. Applying it to the table at
     the interval start (as multisets) gives the table at the end. For the differentiation engine, which
     consolidates where its rules need a minimum delta. Rows that copy-on-write DML copied unchanged are left out
     (``_without_copies``).
+
+    ``read_once``: when the read picks a few rows out of whole files by their deletion vectors (a DELETE with
+    vectors writes no change data), compute it here in one Spark job (a local checkpoint) rather than at each of
+    the places a derivative reads it, each of which would scan those files again.
     """
     plan = plan_changes(spark, interval, "DEFAULT")
+    df = _redundant_delta(spark, plan)
+    return df.localCheckpoint(eager=True) if read_once and _picks_rows(spark, plan) else df
+
+
+def _picks_rows(spark: Any, plan: ChangePlan) -> bool:
+    """Whether the read scans files for only the rows their deletion vectors newly mark (or revive)."""
+    from_change_data = plan.removed is not None and plan.added is not None and plan.change_files is not None \
+        and change_data_files(spark)
+    scans = (plan.added,) if from_change_data else (plan.removed, plan.added)
+    return any(r.selective for scan in scans if scan is not None for r in scan.row_filters)
+
+
+def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
     columns = [f.name for f in table_schema(plan.metadata).fields]
     out_schema = T.StructType(
         table_schema(plan.metadata).fields

@@ -62,10 +62,11 @@ def _literal(value: Any) -> exp.Expr:
     return exp.Literal.number(value) if isinstance(value, int) else exp.Literal.string(str(value))
 
 
-def _per_file(files: tuple[FileAction, ...], value: Any, value_type: T.DataType) -> Column:
-    """An expression giving, for each row, ``value(file)`` of the file it was read from."""
+def _per_file(files: tuple[FileAction, ...], value: Any, value_type: T.DataType, file: Column | None = None) -> Column:
+    """An expression giving, for each row, ``value(file)`` of the file it was read from (``file``: the column
+    holding the file name, by default the scan's ``_metadata.file_name``)."""
     pairs = [(unquote(f.file_name), value(f)) for f in files]
-    return F.try_element_at(_map_literal(pairs, value_type), F.col("_metadata.file_name"))
+    return F.try_element_at(_map_literal(pairs, value_type), F.col("_metadata.file_name") if file is None else file)
 
 
 def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileScan) -> DataFrame:
@@ -85,42 +86,52 @@ def _scan_direct(
     mat_rcv = metadata.materialized_row_commit_version_column
     read_fields = [f for f in schema.fields if f.name not in partition_columns]
     read_fields += [T.StructField(c, T.LongType(), True) for c in (mat_rid, mat_rcv) if c]
-    marks, selective, empty = _row_marks(spark, location, scan.row_filters)
+    marks, selective, empty, mark_rows = _row_marks(spark, location, scan.row_filters)
     files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
     paths = [join(location, unquote(f.path)) for f in files]
     raw = spark.read.schema(T.StructType(read_fields)).parquet(*paths)
     if len(files) == 1 and files[0].path in empty:
         raw = raw.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
+    tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+    if marks is not None:
+        # Rows are picked (or left out) by row index before anything is computed for them: a file read for the
+        # few rows its vector newly marks costs one pass over its columns, not the per-row work below.
+        on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
+        if len(selective) == len({unquote(f.file_name) for f in files}):  # every file read for marked rows only
+            # First by row index alone (a join on one long, cheap per row), which leaves few rows for the exact
+            # join on (file name, row index), whose string key costs more than the scan itself on every row.
+            indexes = spark.createDataFrame([(r,) for r in sorted({m[1] for m in mark_rows if m[2]})],
+                                            INDEX_SCHEMA, verifySchema=False)
+            tagged = tagged.join(F.broadcast(indexes), F.col(_ROW_INDEX) == F.col(_INDEX), "left_semi")
+            tagged = tagged.join(F.broadcast(marks.where(F.col(_MARK_KEEP))), on, "left_semi")
+        else:
+            keep = F.col(_MARK_KEEP).isNull()
+            if selective:
+                keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))) \
+                    .otherwise(keep)
+            tagged = tagged.join(F.broadcast(marks), on, "left").where(keep) \
+                .drop(_MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
-    base_row_id = _per_file(scan.files, lambda f: f.base_row_id, T.LongType())
-    fresh_id = base_row_id + F.col("_metadata.row_index")
+    file, row_index = F.col(FILE), F.col(_ROW_INDEX)
+    base_row_id = _per_file(scan.files, lambda f: f.base_row_id, T.LongType(), file)
+    fresh_id = base_row_id + row_index
     row_id = F.coalesce(F.col(f"`{mat_rid}`"), fresh_id) if mat_rid else fresh_id
     fresh = (F.col(f"`{mat_rid}`").isNull() | (F.col(f"`{mat_rid}`") == fresh_id)) if mat_rid else F.lit(True)
-    default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType())
+    default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType(), file)
     rcv = F.coalesce(F.col(f"`{mat_rcv}`"), default_rcv) if mat_rcv else default_rcv
-
-    rows = raw.select(
-        *_columns(schema, partition_columns, files),
+    return tagged.select(
+        *_columns(schema, partition_columns, files, file),
         row_id.alias(RID),
         rcv.alias(RCV),
-        F.col("_metadata.file_name").alias(FILE),
+        file.alias(FILE),
         fresh.alias(FRESH),
-        *([F.col("_metadata.row_index").alias(_ROW_INDEX)] if marks is not None else []),
     )
-    if marks is None:
-        return rows
-    joined = rows.join(F.broadcast(marks), (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW)),
-                       "left")
-    keep = F.col(_MARK_KEEP).isNull()
-    if selective:
-        keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))).otherwise(keep)
-    return joined.where(keep).drop(_ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
 
 def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
     """``raw``, a parquet read of ``files``, without the rows their deletion vectors mark (its own columns)."""
     filters = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
-    marks, _, _ = _row_marks(spark, location, filters)
+    marks, _, _, _ = _row_marks(spark, location, filters)
     if marks is None:
         return raw
     tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
@@ -128,18 +139,21 @@ def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[
     return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(f"`{c}`") for c in raw.columns])
 
 
+_INDEX = "__picked_row_index"
+INDEX_SCHEMA = T.StructType([T.StructField(_INDEX, T.LongType(), False)])
 MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
                             T.StructField(_MARK_ROW, T.LongType(), False),
                             T.StructField(_MARK_KEEP, T.BooleanType(), False)])
 
 
 def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
-               ) -> tuple[DataFrame | None, set[str], set[str]]:
+               ) -> tuple[DataFrame | None, set[str], set[str], list[tuple[str, int, bool]]]:
     """The deletion vectors of ``filters`` decoded into (file name, row index, keep) rows: ``keep`` false for a
     row a file's vector marks deleted, true for a row a selective filter reads; then the file names of the
-    selective filters (their other rows are not read) and the paths whose filter keeps no row at all."""
+    selective filters (their other rows are not read), the paths whose filter keeps no row at all, and the
+    rows themselves."""
     if not filters:
-        return None, set(), set()
+        return None, set(), set(), []
     storage = Storage(spark, location)
 
     def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> set[int]:
@@ -158,7 +172,7 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
             marks += [(name, r, True) for r in sorted(wanted)]
         else:
             marks += [(name, r, False) for r in sorted(rows_of(f.minus))]
-    return spark.createDataFrame(marks, MARK_SCHEMA), selective, empty
+    return spark.createDataFrame(marks, MARK_SCHEMA, verifySchema=False), selective, empty, marks
 
 
 def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:
@@ -186,12 +200,13 @@ def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files:
     )
 
 
-def _columns(schema: T.StructType, partition_columns: set[str], files: tuple[FileAction, ...]) -> list[Column]:
+def _columns(schema: T.StructType, partition_columns: set[str], files: tuple[FileAction, ...],
+             file: Column | None = None) -> list[Column]:
     """The table's columns of a direct parquet read: partition values come from each file's log action."""
     columns = []
     for f in schema.fields:
         if f.name in partition_columns:
-            value = _per_file(files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType())
+            value = _per_file(files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType(), file)
             columns.append(value.cast(f.dataType).alias(f.name))
         else:
             columns.append(F.col(f"`{f.name}`"))

@@ -120,7 +120,7 @@ class IntervalSources:
 
 
     def changes(self, table: str) -> str:
-        return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table]))
+        return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table], read_once=True))
 
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:
