@@ -23,7 +23,7 @@ test: setup
 	$(PY) -m ruff check .  # lint rules ([tool.ruff] in pyproject.toml)
 	$(PY) -m mypy  # the packages' types ([tool.mypy] in pyproject.toml); fails the run like a test
 	$(VENV)/bin/lint-imports  # import contracts ([tool.importlinter] in pyproject.toml)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 test-all: setup
 	$(PY) -m pytest -q -m ''
