@@ -11,11 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is a folder of scripts, not an installed package
 
 from bench import soak  # noqa: E402
 
 
+# 86 s; the crash tests of each part (dynamic/test_crash, streams/test_stream_crash, ingest/test_ingest_crash)
+# stay in the default suite
+@pytest.mark.slow
 def test_killed_refresh_consumer_and_producer_lose_and_duplicate_nothing(connect: Any, warehouse: Path) -> None:
     session = connect()
     seed = random.randrange(1 << 30)
