@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ is a folder of scripts, not an installed package
 
 from bench import soak  # noqa: E402
