@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
+from dtables.spark.fs import is_local, unreachable_over_connect
 from dtables.state import StateStore
 
 
@@ -155,6 +156,8 @@ def connect(
     from dtables.spark.builder import build_spark
 
     uri = warehouse_uri(warehouse)
+    if remote and spark is None and not is_local(uri):
+        raise unreachable_over_connect(uri)  # over Connect the warehouse must be a path the server shares
     store = StateStore(Path(state_store) if state_store else default_state_store(uri))
     owns = spark is None
     if spark is None:

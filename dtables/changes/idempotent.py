@@ -3,8 +3,8 @@
 A write made with ``txnAppId`` = A and ``txnVersion`` = N records a ``txn`` (SetTransaction) action in its commit;
 Delta skips any later write with the same A and a version <= the recorded one, and a concurrent commit of the same
 A makes the loser fail with a conflict. These settings, and the commit's ``userMetadata``, are options of the Spark
-session, so each write runs on its own clone (``newSession()``: same Spark context and catalog, private settings):
-writers in one process never see each other's settings.
+session, so each write runs on a session of its own (``dtables.spark.sessions.own_session``: same cluster and catalog,
+private settings): writers in one process never see each other's settings.
 
 The log answers afterwards what a crash left unknown: :func:`logged_commits` lists commits with their ``txn``
 actions and ``commitInfo`` (which carries the user metadata), :func:`committed` says whether A/N is in the log.
@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from dtables.changes.log import DeltaLog
 from dtables.changes.storage import Storage
+from dtables.spark.sessions import own_session
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def idempotent_session(spark: Any, app: str, version: int, user_metadata: str | None = None) -> Any:
-    """A clone of ``spark`` whose next Delta write is transaction ``app``/``version`` with ``user_metadata``."""
-    return make_idempotent(spark.newSession(), app, version, user_metadata)
+@contextmanager
+def idempotent_session(spark: Any, app: str, version: int, user_metadata: str | None = None) -> Iterator[Any]:
+    """A session of its own whose next Delta write is transaction ``app``/``version`` with ``user_metadata``."""
+    with own_session(spark) as clone:
+        yield make_idempotent(clone, app, version, user_metadata)
 
 
 def make_idempotent(clone: Any, app: str, version: int, user_metadata: str | None = None) -> Any:

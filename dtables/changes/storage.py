@@ -1,8 +1,9 @@
 """Minimal file access for a table's location: list a folder, read a small text file, test existence.
 
 Local tables (``file:`` URIs or plain paths) are read with Python directly: no JVM round trip, no Spark job. Any
-other scheme (s3a:, abfss:, hdfs:, ...) goes through the Hadoop FileSystem of the Spark session's JVM, so the same
-credentials and settings Spark uses apply. Spark Connect sessions can only read local tables here.
+other scheme (s3a:, abfss:, hdfs:, ...) goes through the Hadoop FileSystem of the Spark session's JVM
+(``dtables.spark.fs``), so the same credentials and settings Spark uses apply; over Spark Connect only local tables
+can be read here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
+
+from dtables.spark.fs import hadoop, is_local, local_path
 
 
 @dataclass(frozen=True)
@@ -19,16 +22,6 @@ class FileEntry:
 
     name: str
     mtime_ms: int
-
-
-def is_local(uri: str) -> bool:
-    return urlparse(uri).scheme in ("", "file")
-
-
-def local_path(uri: str) -> str:
-    """``file:/a/b%20c`` -> ``/a/b c``; plain paths unchanged."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def join(base: str, relative: str) -> str:
@@ -59,10 +52,7 @@ class Storage:
         self._local = is_local(location)
 
     def _hadoop(self, uri: str) -> tuple[Any, Any]:
-        jvm = self._spark._jvm  # a classic (non-Connect) session is required for remote storage
-        path = jvm.org.apache.hadoop.fs.Path(uri)
-        fs = path.getFileSystem(self._spark._jsc.hadoopConfiguration())
-        return fs, path
+        return hadoop(self._spark, uri)
 
     def list_dir(self, relative: str) -> list[FileEntry]:
         """Files directly inside ``location/relative``; empty when the folder does not exist."""

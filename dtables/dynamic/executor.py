@@ -21,7 +21,7 @@ import datetime as dt
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,8 @@ from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_i
 from dtables.dynamic.definition import INCREMENTAL, Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
-from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, decide
+from dtables.spark.sessions import own_session
+from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, RefreshAction, decide
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
@@ -287,46 +288,54 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
         history.update(store, rid, state=history.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
                        rows_deleted=0, rows_updated=0)
     else:
-        clone = session.spark.newSession()
-        if action.action == INCREMENTAL:
-            _tune_for_small_changes(session, clone)
-        refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
-        columns = d.columns
-        if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
-            columns = _output_columns(clone, refresh_sources, d)
-            if columns != d.columns:
-                defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
-                d = defs.require(store, name)
-        seq = d.refresh_seq + 1
-        meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
-                              identities)
-        configure_idempotent_write(clone, name, meta)
-        history.update(store, rid, sequence=seq)
-        location = _location(session, name)
-        _fault("before_write")
-        counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
-        if refresh_sources.pruning:
-            history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
-        _fault("after_write")
-        commit = committed_refresh(session.spark, location, min_sequence=seq)
-        if commit is None:
-            raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
-                                    "the Delta log")
-        if commit.metadata.refresh_id != rid:
-            # Delta skips a write whose app and version are already in the log, without an error: the commit
-            # found is another refresh's, and recording it as this one would move the frontier over changes
-            # this refresh never wrote (issue 16).
-            raise DynamicTableError(
-                f"refresh of dynamic table {name}: sequence {seq} in the Delta log (version {commit.version}) "
-                f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
-        defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
-                              frontier=dict(action.frontier_after), refresh_seq=seq,
-                              initialized_hash=d.definition_hash, source_identities=identities)
-        _fault("after_store")
-        rows = ((counts.inserted, counts.deleted, counts.updated) if counts is not None else
-                (commit.rows_inserted, commit.rows_deleted, commit.rows_updated))
-        history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
-                       rows_inserted=rows[0], rows_deleted=rows[1], rows_updated=rows[2])
+        with own_session(session.spark) as clone:
+            _apply(session, clone, d, action, sources, at, rid)
+
+
+def _apply(session: Session, clone: Any, d: Definition, action: RefreshAction, sources: Mapping[str, SourceVersion],
+           at: dt.datetime, rid: str) -> None:
+    """Write ``action`` (not NO_DATA) on ``clone``, a session of the refresh's own, and record it."""
+    store, name = session.store, d.name
+    identities = {n: s.identity for n, s in sources.items()}
+    if action.action == INCREMENTAL:
+        _tune_for_small_changes(session, clone)
+    refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
+    columns = d.columns
+    if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
+        columns = _output_columns(clone, refresh_sources, d)
+        if columns != d.columns:
+            defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
+            d = defs.require(store, name)
+    seq = d.refresh_seq + 1
+    meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
+                          identities)
+    configure_idempotent_write(clone, name, meta)
+    history.update(store, rid, sequence=seq)
+    location = _location(session, name)
+    _fault("before_write")
+    counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
+    if refresh_sources.pruning:
+        history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
+    _fault("after_write")
+    commit = committed_refresh(session.spark, location, min_sequence=seq)
+    if commit is None:
+        raise DynamicTableError(f"refresh of dynamic table {name}: its commit (sequence {seq}) is not in "
+                                "the Delta log")
+    if commit.metadata.refresh_id != rid:
+        # Delta skips a write whose app and version are already in the log, without an error: the commit
+        # found is another refresh's, and recording it as this one would move the frontier over changes
+        # this refresh never wrote (issue 16).
+        raise DynamicTableError(
+            f"refresh of dynamic table {name}: sequence {seq} in the Delta log (version {commit.version}) "
+            f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
+    defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
+                          frontier=dict(action.frontier_after), refresh_seq=seq,
+                          initialized_hash=d.definition_hash, source_identities=identities)
+    _fault("after_store")
+    rows = ((counts.inserted, counts.deleted, counts.updated) if counts is not None else
+            (commit.rows_inserted, commit.rows_deleted, commit.rows_updated))
+    history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
+                   rows_inserted=rows[0], rows_deleted=rows[1], rows_updated=rows[2])
 
 
 class DynamicTableRefresher:

@@ -149,6 +149,6 @@ def write(spark: Any, location: str, schema: T.StructType, rows: Sequence[tuple[
     Delta skips the write if the app already has that sequence or a later one in the log, so calling this again
     after a failure never applies the rows twice.
     """
-    clone = idempotent_session(spark, meta.app, meta.seq, meta.to_json())
-    df = clone.createDataFrame(list(rows), write_schema(schema), verifySchema=False)
-    df.coalesce(1).write.format("delta").mode("append").save(location)
+    with idempotent_session(spark, meta.app, meta.seq, meta.to_json()) as clone:
+        df = clone.createDataFrame(list(rows), write_schema(schema), verifySchema=False)
+        df.coalesce(1).write.format("delta").mode("append").save(location)

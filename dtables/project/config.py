@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from dtables import secrets
 from dtables.errors import DtablesError
@@ -53,10 +53,18 @@ def problem_text(error: Any) -> str:
     return str(error["msg"])
 
 
+def _setting_text(value: Any) -> str:
+    """YAML reads `4` and `true` as a number and a boolean; Spark takes every setting as text (`true`, not `True`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+SettingValue = Annotated[str, BeforeValidator(lambda v: _setting_text(v) if isinstance(v, (bool, int, float)) else v)]
+
+
 class SparkSettings(_Strict):
     master: str | None = None
     remote: str | None = None
-    conf: dict[str, str] = Field(default_factory=dict)
+    conf: dict[str, SettingValue] = Field(default_factory=dict)
 
 
 class Defaults(_Strict):

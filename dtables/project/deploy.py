@@ -13,6 +13,7 @@ from typing import Any
 import differentiation as diff
 from dtables.project.config import ProjectError
 from dtables.project.loader import DynamicTableSpec, Project
+from dtables.project.seeds import seed_frame
 from dtables.project.validate import check_project
 
 NEW, CHANGED, UNCHANGED, REMOVED = "NEW", "CHANGED", "UNCHANGED", "REMOVED"
@@ -99,10 +100,8 @@ def _stream_exists(session: Any, name: str) -> bool:
 
 
 def _seed(session: Any, table: str, path: Any) -> None:
-    schema = session.table(table).schema
-    reader = session.spark.read.schema(schema)
-    df = reader.option("header", True).csv(str(path)) if path.suffix == ".csv" else reader.json(str(path))
-    df.write.format("delta").mode("append").saveAsTable(table)
+    seed_frame(session.spark, session.table(table).schema, path).write.format("delta").mode("append") \
+        .saveAsTable(table)
 
 
 def _describe(changes: list[PlannedChange]) -> str:

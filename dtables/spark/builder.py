@@ -1,17 +1,21 @@
 """Build a SparkSession with Delta Lake configured.
 
 One builder for every entry point (library, CLI, tests) so that all of them run Spark the same way: Delta's SQL
-extension and catalog, jars from the local cache, a warehouse directory, quiet logs and few shuffle partitions on
-a local master (the defaults of 200 partitions cost seconds per query on small tables).
+extension and catalog, jars from the local cache, a warehouse directory, quiet logs, and defaults chosen for where
+Spark runs: few shuffle partitions on a local master (the default 200 cost seconds per query on small tables),
+settings for a cluster on any other master. A Spark Connect server is configured when it starts (its static
+settings cannot change from here): only session settings are sent, and the server must have Delta.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from dtables.errors import DtablesError
 from dtables.secrets import SPARK_REDACTION_REGEX, register, secret_values
 from dtables.spark.jars import delta_jars
 
@@ -31,6 +35,24 @@ LOCAL_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.adaptive.enabled": "true",
 }
+
+
+# Any non-local master (standalone, YARN, Kubernetes). AQE coalesces shuffle partitions, so a moderate start
+# serves small and large refreshes; Delta's 50 snapshot partitions are tasks paid on every snapshot of a small log.
+# Executors get this process's Python (the one with dtables' dependencies), not whatever `python3` is on their PATH:
+# override spark.pyspark.python where workers install Python elsewhere.
+CLUSTER_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "32",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.snapshotPartitions": "8",
+    "spark.pyspark.python": sys.executable,
+}
+
+# Settings of a Connect server's own start; sending them from a client only draws warnings.
+STATIC_SETTINGS = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog", "spark.sql.warehouse.dir",
+                   "spark.jars", "spark.driver.memory", "spark.ui.enabled", "spark.redaction.regex")
 
 
 def quiet_logs() -> None:
@@ -59,12 +81,13 @@ def build_spark(
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, Any] = {**DELTA_CONF, "spark.sql.warehouse.dir": warehouse_uri}
     if remote:
+        require_connect_client()
         builder = builder.remote(remote)
+        settings = {"spark.sql.session.timeZone": "UTC"}
     else:
         master = master or os.environ.get("DTABLES_SPARK_MASTER") or "local[*]"
         builder = builder.master(master)
-        if master.startswith("local"):
-            settings = {**LOCAL_DEFAULTS, **settings}
+        settings = {**(LOCAL_DEFAULTS if master.startswith("local") else CLUSTER_DEFAULTS), **settings}
         settings["spark.jars"] = ",".join(str(p) for p in delta_jars())
         # PySpark's call-site capture costs four Py4J round trips per DataFrame function call (a configuration
         # read, then setting and clearing the origin); a change read builds hundreds of Columns, so this was a
@@ -72,12 +95,38 @@ def build_spark(
         settings["spark.python.sql.dataFrameDebugging.enabled"] = "false"
         # Spark's UI, event logs and SET output hide the settings dtables treats as secret (dtables.secrets)
         settings["spark.redaction.regex"] = SPARK_REDACTION_REGEX
-    settings.update(conf or {})
+    settings.update({k: v for k, v in (conf or {}).items() if not (remote and k in STATIC_SETTINGS)})
     register(secret_values(dict(conf or {})))
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     quiet_logs()
     spark = builder.getOrCreate()
-    if not remote:
+    if remote:
+        _require_delta(spark, remote)
+    else:
         spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def require_connect_client() -> None:
+    """Raise a DtablesError naming the extra to install when PySpark's Spark Connect client cannot load."""
+    # not pyspark's check_dependencies(): run from `python -c` it takes itself for a doctest and exits the process
+    try:
+        from pyspark.sql.connect import utils
+
+        for require in (utils.require_minimum_pandas_version, utils.require_minimum_pyarrow_version,
+                        utils.require_minimum_grpc_version, utils.require_minimum_grpcio_status_version,
+                        utils.require_minimum_googleapis_common_protos_version,
+                        utils.require_minimum_zstandard_version):
+            require()
+    except Exception as e:  # PySparkImportError (a missing package), or ImportError itself
+        raise DtablesError(f"Spark Connect needs its client packages ({e}): pip install 'dtables[connect]'") from e
+
+
+def _require_delta(spark: Any, remote: str) -> None:
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    if "io.delta.sql.DeltaSparkSessionExtension" not in extensions:
+        raise DtablesError(
+            f"the Spark Connect server at {remote} does not run Delta Lake (spark.sql.extensions is "
+            f"{extensions or 'unset'}): start it with Delta's jars and settings, for example "
+            "`python -m dtables.spark.servers connect` (README, \"Spark Connect\")")

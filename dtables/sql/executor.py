@@ -72,10 +72,18 @@ def is_dtables_syntax(tree: exp.Expr | None) -> bool:
     return any("$" in i.name for i in tree.find_all(exp.Identifier))
 
 
-def check_spark_syntax(spark: Any, statement: str) -> None:
-    """Raise SqlError if Spark's parser rejects the statement. Classic Spark only (Connect checks on run)."""
+def check_spark_syntax(spark: Any, statement: str, *, in_script: bool = True) -> None:
+    """Raise SqlError if Spark's parser rejects the statement.
+
+    Classic Spark: its parser, called in the JVM. Spark Connect has no parse-only call, but ``EXPLAIN statement``
+    parses the statement on the server and runs nothing (the plan's analysis errors come back as text, not raised);
+    that costs a round trip, so a lone statement is not checked: running it reports the same error, before any
+    change.
+    """
     jsession = getattr(spark, "_jsparkSession", None)
     if jsession is None:
+        if in_script:
+            _check_over_connect(spark, statement)
         return
     try:
         jsession.sessionState().sqlParser().parsePlan(statement)
@@ -84,6 +92,20 @@ def check_spark_syntax(spark: Any, statement: str) -> None:
         message = java.getMessage() if java is not None else str(e)
         raise SqlError(f"syntax error: {_parse_message(message)} in statement: {short_statement(statement)}",
                        statement, message) from None
+
+
+def _check_over_connect(spark: Any, statement: str) -> None:
+    from pyspark.errors import ParseException
+
+    explain = statement if statement.lstrip()[:7].upper() == "EXPLAIN" else f"EXPLAIN {statement}"
+    try:
+        spark.sql(explain).collect()
+    except ParseException as e:
+        message = str(e)
+        raise SqlError(f"syntax error: {_parse_message(message)} in statement: {short_statement(statement)}",
+                       statement, message) from e
+    except Exception:  # noqa: BLE001 - not a syntax error; running the statement reports it in its turn
+        pass
 
 
 def _parse_message(message: str) -> str:
@@ -110,7 +132,7 @@ def execute_script(session: Session, text: str) -> Any:
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
         else:
-            check_spark_syntax(session.spark, statement)
+            check_spark_syntax(session.spark, statement, in_script=len(statements) > 1)
         parsed.append((statement, tree))
     result = None
     for statement, tree in parsed:

@@ -9,7 +9,7 @@ Protocol, per consumption (one statement, or all statements of a transaction at 
    transaction, the versions pinned when it began).
 3. Record the consumption as *pending* on each stream: sequence ``seq``, new frontiers, statements, and for each
    statement its target table, the target's version before writing and its idempotent-write id.
-4. Run each statement on a fresh clone of the Spark session (``newSession()``: the write settings below are per
+4. Run each statement on a session of its own (``own_session``: the write settings below are per
    session, so concurrent consumers in one process never share them) with ``txnAppId`` =
    ``dtables-stream:<streams>#<statement>``, ``txnVersion`` = ``seq`` and the new frontiers as the commit's
    ``userMetadata``: the frontier travels in the target's Delta commit.
@@ -41,6 +41,7 @@ from sqlglot import exp
 
 from dtables.catalog import normalize
 from dtables.changes.idempotent import committed, idempotent_session
+from dtables.spark.sessions import own_session
 from dtables.streams import faults
 from dtables.streams import store as st
 from dtables.streams.dml import in_subquery_as_merge
@@ -230,16 +231,17 @@ def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: 
     from dtables.sql.dialect import to_spark
     from dtables.sql.references import table_names
 
-    clone = idempotent_session(session.spark, app, seq, metadata) if app is not None else session.spark.newSession()
-    scope = SparkScope(clone, session.catalog, session.store)
-    session.catalog.ensure_registered(table_names(tree))
-    rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
-    if isinstance(rewritten, exp.Create):
-        from dtables.sql.executor import _create_table
+    writer = idempotent_session(session.spark, app, seq, metadata) if app is not None else own_session(session.spark)
+    with writer as clone:
+        scope = SparkScope(clone, session.catalog, session.store)
+        session.catalog.ensure_registered(table_names(tree))
+        rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
+        if isinstance(rewritten, exp.Create):
+            from dtables.sql.executor import _create_table
 
-        _create_table(scope, rewritten, statement)  # type: ignore[arg-type]
-    else:
-        clone.sql(to_spark(rewritten))
+            _create_table(scope, rewritten, statement)  # type: ignore[arg-type]
+        else:
+            clone.sql(to_spark(rewritten))
 
 
 def consume(session: Session, statements: Sequence[tuple[str, exp.Expr]],

@@ -1,0 +1,42 @@
+"""Sessions of their own for writers, on a classic Spark session and over Spark Connect alike.
+
+A writer whose settings must not leak to other writers in the process (Delta's idempotent-write options, the
+refresh's tuning) runs on a session of its own that shares the catalog and the cluster. Classic Spark makes one
+with ``newSession()`` (default settings, no temporary views); Spark Connect has no ``newSession`` (it "depends on
+the JVM") but clones the server-side session with ``cloneSession()`` (the parent's settings and temporary views
+copied). Either way the parent's later settings are not seen, and the writer's are not leaked. A Connect clone is a
+session on the server, released when the writer is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM on this side)."""
+    return getattr(spark, "_jsparkSession", None) is None and hasattr(spark, "client")
+
+
+@contextmanager
+def own_session(spark: Any) -> Iterator[Any]:
+    """A session of its own, sharing ``spark``'s catalog and cluster, for the duration of the block."""
+    if not is_connect(spark):
+        yield spark.newSession()
+        return
+    clone = spark.cloneSession()
+    # The clone is this thread's active session for the block: PySpark binds some results to the active session
+    # rather than to the one that made them (4.2: a local checkpoint's DataFrame, which the server then looks for
+    # in the wrong session and does not find).
+    active = type(clone)._active_session
+    saved = getattr(active, "session", None)
+    active.session = clone
+    try:
+        yield clone
+    finally:
+        active.session = saved
+        # not clone.stop(): for a "local" Connect session that would stop the local server as well
+        clone.client.release_session()
+        clone.client.close()
