@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.plan import Node, Scalar, Scan
+from differentiation.vocabulary import ACTIONS
 
 WHENS = ("start", "end")
-ACTIONS = ("INSERT", "DELETE")
 
 
 class Leaf(Node):

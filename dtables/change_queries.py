@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 import differentiation as diff
+from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize
 from dtables.changes.sources import IntervalSources, differentiation_stats
@@ -102,7 +103,7 @@ def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
 
 def information_of(clause: exp.Changes) -> str:
     info = clause.args["information"].name.upper()
-    if info not in ("DEFAULT", "APPEND_ONLY"):
+    if info not in tuple(ChangeFormat):
         raise SqlError(f"CHANGES(INFORMATION => {info}) is not supported; use DEFAULT or APPEND_ONLY")
     return info
 
@@ -110,7 +111,7 @@ def information_of(clause: exp.Changes) -> str:
 # -- change sets ----------------------------------------------------------------------------------------------------
 
 
-def changes_of(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+def changes_of(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     """The change set of a table or view over ``bounds`` as a DataFrame (columns, then ``METADATA$`` columns)."""
     obj = session.catalog.lookup(name)
     if obj is not None and obj["kind"] == "VIEW":
@@ -177,12 +178,12 @@ def plan_view(session: Session, name: str) -> Any:
         raise SqlError(f"cannot compute changes of view {name}: {e}") from None
 
 
-def view_changes(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+def view_changes(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     plan = plan_view(session, name)
     intervals = _view_intervals(session, name, plan.base_tables(), bounds)
     stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
     try:
-        derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
+        derivative = diff.differentiate(plan, ChangeFormat(information), stats)
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
     query = IntervalSources(session.spark, intervals).changes_query(derivative)
@@ -200,10 +201,10 @@ def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds
             for t in tables}
 
 
-def explain_view_changes(session: Session, name: str, information: str = "DEFAULT") -> str:
+def explain_view_changes(session: Session, name: str, information: str = ChangeFormat.DEFAULT) -> str:
     """The view's plan and its derivative, as text."""
     plan = plan_view(session, name)
-    return diff.explain(plan, information=diff.ChangeFormat[information])
+    return diff.explain(plan, information=ChangeFormat(information))
 
 
 # -- statements ----------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ChangeFormat
 from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
 from dtables.state import StateStore
@@ -58,7 +59,7 @@ class Session:
         return self.spark.table(name)
 
     def changes(self, table: str, start: Any = None, end: Any = None, *, before: Any = None,
-                information: str = "DEFAULT") -> Any:
+                information: str = ChangeFormat.DEFAULT) -> Any:
         """What changed in a table or view: ``start`` (state at a version int, a timestamp, or a
         ``dtables.changes.Bound``) up to ``end`` (inclusive; default latest). ``before=`` starts just before a
         version instead. Same result as ``SELECT * FROM t CHANGES(INFORMATION => ...) AT(...) END(...)``."""

@@ -125,5 +125,4 @@ class IntervalSources:
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:
     """The kinds of changes of ``interval`` (from the log, no Spark job) in the form ``differentiate`` takes."""
-    kinds = change_stats(spark, interval)
-    return diff.ChangeStats(inserts=kinds.inserts, deletes=kinds.deletes)
+    return change_stats(spark, interval)

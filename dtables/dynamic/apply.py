@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from differentiation import snapshot_query
 from differentiation.sql import alias, cast, col, ident
+from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA_ROW_ID, ROW_ID
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.reader import table_at
@@ -145,7 +146,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         if action.plan is not None:
             body = snapshot_query(action.plan, sources, "end")
             df = _sql(clone, _wrapped(body, *_cast_select(action.plan.columns(), stored_columns(action, columns)),
-                                      alias(col("__row_id"), ROW_ID_COLUMN)))
+                                      alias(col(ROW_ID), ROW_ID_COLUMN)))
         else:  # no plan (the query cannot be built into one): any unique id will do, FULL overwrites every time
             plain = clone.sql(sources.plain_query(query))
             df = plain.select(*(F.col(f"`{s}`").cast(t.type).alias(t.name) if t.type else F.col(f"`{s}`")
@@ -162,16 +163,16 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     changes = sources.changes_query(action.derivative)
     plan_cols = action.plan.columns()
     if action.write == "APPEND":
-        appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), ROW_ID_COLUMN))
-        appended = appended.where(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("INSERT")))
+        appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), ROW_ID_COLUMN))
+        appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
         _sql(clone, appended).write.format("delta").mode("append").save(location)
         return None
     # One row per row id: its INSERT if it has one (new values), else its DELETE (flagged).
-    pick = exp.Window(this=exp.RowNumber(), partition_by=[col("METADATA$ROW_ID")],
-                      order=exp.Order(expressions=[exp.Ordered(this=col("METADATA$ACTION"), desc=True)]))
+    pick = exp.Window(this=exp.RowNumber(), partition_by=[col(METADATA_ROW_ID)],
+                      order=exp.Order(expressions=[exp.Ordered(this=col(METADATA_ACTION), desc=True)]))
     ranked = _wrapped(changes, exp.Star(), alias(pick, "__dt_pick"))
-    source = exp.select(*_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), "__dt_rid"),
-                        alias(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("DELETE")),
+    source = exp.select(*_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), "__dt_rid"),
+                        alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)),
                               "__dt_delete")).from_(ranked.subquery("c")).where(
         exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
     if action.write == "REWRITE":

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ROW_ID
 from dtables.changes import Interval, snapshot
 from dtables.changes.sources import IntervalSources
 from dtables.dynamic.definition import STATE_PREFIX
@@ -20,7 +21,7 @@ from dtables.sql.references import aliased_table, replace_table
 
 def _visible(df: Any) -> Any:
     """A snapshot without the change reader's row id and a dynamic table's hidden columns."""
-    return df.drop(*(c for c in df.columns if c == "__row_id" or c.startswith(STATE_PREFIX)))
+    return df.drop(*(c for c in df.columns if c == ROW_ID or c.startswith(STATE_PREFIX)))
 
 
 class RefreshSources(IntervalSources):

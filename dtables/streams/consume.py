@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from dtables.catalog import normalize
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.streams import faults
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from dtables.session import Session
 
 _view_ids = itertools.count()
-SHORTHANDS = {"ACTION": "METADATA$ACTION", "ISUPDATE": "METADATA$ISUPDATE", "ROW_ID": "METADATA$ROW_ID"}
+SHORTHANDS = {"ACTION": METADATA_ACTION, "ISUPDATE": METADATA_ISUPDATE, "ROW_ID": METADATA_ROW_ID}
 WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from differentiation.vocabulary import ChangeFormat, Shape
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
@@ -94,10 +95,10 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     """Why changes of ``table`` after ``version`` can no longer be read (log or data files gone), or None."""
     try:
         interval = ch.resolve_interval(spark, table, at=ch.Bound.version(version))
-        plan = ch.plan_changes(spark, interval, "DEFAULT")
+        plan = ch.plan_changes(spark, interval, ChangeFormat.DEFAULT)
         from dtables.changes.shapes import check_files_retained
 
-        if plan.shape != "NO_DATA":
+        if plan.shape != Shape.NO_DATA:
             check_files_retained(spark, plan)
     except ch.HistoryNotRetained as e:
         return str(e)

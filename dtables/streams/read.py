@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import differentiation as diff
+from differentiation.vocabulary import INSERT, ChangeFormat
 from dtables import changes as ch
 from dtables.changes.interval import open_log
 from dtables.changes.reader import row_id_string
@@ -83,9 +84,9 @@ def _table_changes(spark: Any, stream: Stream, interval: ch.Interval) -> DataFra
     if not stream.show_initial_rows:
         return ch.read_changes(spark, interval, stream.mode).df
     log = open_log(spark, interval)
-    if stream.mode == "APPEND_ONLY":
+    if stream.mode == ChangeFormat.APPEND_ONLY:
         rows = _snapshot_as_inserts(spark, interval, interval.start_version, log)
-        return rows.unionByName(ch.read_changes(spark, interval, "APPEND_ONLY").df)
+        return rows.unionByName(ch.read_changes(spark, interval, ChangeFormat.APPEND_ONLY).df)
     return _snapshot_as_inserts(spark, interval, interval.end_version, log)
 
 
@@ -102,7 +103,7 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
     rcv = F.col("_metadata.row_commit_version").cast("long")
     return df.select(
         *[F.col(f"`{c}`") for c in columns],
-        F.lit("INSERT").alias(ch.ACTION),
+        F.lit(INSERT).alias(ch.ACTION),
         F.lit(False).alias(ch.ISUPDATE),
         row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(ch.ROW_ID),
         rcv.alias(ch.COMMIT_VERSION),
@@ -115,18 +116,15 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
 
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]
     sources = IntervalSources(scope.spark, spans)
-    if stream.show_initial_rows and stream.mode == "DEFAULT":
+    if stream.show_initial_rows and stream.mode == ChangeFormat.DEFAULT:
         snap = scope.spark.sql(diff.snapshot_query(plan, sources, "end").sql(dialect="spark"))
-        return snap.select(*(F.col(f"`{c}`") for c in plan.columns()), F.lit("INSERT").alias(ch.ACTION),
-                           F.lit(False).alias(ch.ISUPDATE), F.col("__row_id").alias(ch.ROW_ID))
+        return snap.select(*(F.col(f"`{c}`") for c in plan.columns()), F.lit(INSERT).alias(ch.ACTION),
+                           F.lit(False).alias(ch.ISUPDATE), F.col(ch.DELTA_ROW_ID).alias(ch.ROW_ID))
     if stream.show_initial_rows:
         raise StreamError(f"stream {stream.name}: SHOW_INITIAL_ROWS with APPEND_ONLY is supported on tables only")
-    stats = {}
-    for t, i in spans.items():
-        s = ch.change_stats(scope.spark, i)
-        stats[t] = diff.ChangeStats(inserts=s.inserts, deletes=s.deletes)
+    stats = {t: ch.change_stats(scope.spark, i) for t, i in spans.items()}
     try:
-        derivative = diff.differentiate(plan, diff.ChangeFormat[stream.mode], stats)
+        derivative = diff.differentiate(plan, ChangeFormat(stream.mode), stats)
     except diff.UnsupportedQuery as e:
         raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from None
     return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))

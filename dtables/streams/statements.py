@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
@@ -84,7 +85,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
         if reason is not None:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
                            f"{reason}", statement)
-        if mode == "APPEND_ONLY":
+        if mode == ChangeFormat.APPEND_ONLY:
             from differentiation.monotonic import non_monotonic_operator
 
             op = non_monotonic_operator(plan)
@@ -158,7 +159,8 @@ def show_streams(session: Session, tree: exp.Expr, statement: str) -> Any:
             continue
         session.catalog.ensure_registered(list(s.frontier))
         rows.append((s.created_at, s.name.split(".")[-1], s.name.split(".")[0], s.source, s.source_kind,
-                     ", ".join(s.frontier), "APPEND_ONLY" if s.mode == "APPEND_ONLY" else "DEFAULT",
+                     ", ".join(s.frontier),
+                     (ChangeFormat.APPEND_ONLY if s.mode == ChangeFormat.APPEND_ONLY else ChangeFormat.DEFAULT).value,
                      _stale(session, s) is not None, _stale_after(session, s), s.comment))
     return session.spark.createDataFrame(rows, _LISTING)
 
@@ -174,8 +176,8 @@ def describe(session: Session, name: str) -> dict[str, Any]:
         stream = recover(session, name)
     reason = _stale(session, stream)
     row = (stream.name, stream.source, stream.source_kind,
-           "APPEND_ONLY" if stream.mode == "APPEND_ONLY" else ("STANDARD" if stream.flavor == "SINGDATA" else
-                                                               "DEFAULT"),
+           ChangeFormat.APPEND_ONLY.value if stream.mode == ChangeFormat.APPEND_ONLY
+           else ("STANDARD" if stream.flavor == "SINGDATA" else ChangeFormat.DEFAULT.value),
            stream.show_initial_rows, json.dumps(dict(stream.frontier), sort_keys=True), stream.consumed_at,
            stream.seq, reason is not None, _stale_after(session, stream), reason, stream.comment, stream.created_at)
     return dict(zip([c.split()[0] for c in _DESCRIPTION.split(", ")], row))
