@@ -14,6 +14,7 @@ from differentiation.vocabulary import ChangeFormat
 from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
 from dtables.state import StateStore
+from scheduler.vocabulary import RefreshState
 
 
 def warehouse_uri(warehouse: str | os.PathLike[str]) -> str:
@@ -94,7 +95,7 @@ class Session:
         from dtables.dynamic.executor import refresh
 
         records = refresh(self, [names] if isinstance(names, str) else names, data_timestamp=data_timestamp)
-        bad = [r for r in records if r.state != "SUCCEEDED"]
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad and raise_on_failure:
             raise RefreshFailed(bad[-1].error or f"refresh of {bad[-1].name} ended {bad[-1].state}", tuple(records))
         return records

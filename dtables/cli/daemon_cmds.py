@@ -14,6 +14,7 @@ import typer
 from dtables.cli.app import JsonOption, ProfileOption, ProjectOption, app, console, err, failing_cleanly, \
     print_rows, project_session
 from dtables.errors import DtablesError
+from scheduler.vocabulary import RefreshState
 
 
 def project_state_store_path(project: Path, profile: Optional[str]) -> Path:
@@ -77,7 +78,7 @@ def daemon(
             service.run(once=once)
         except DaemonLockedError as e:
             raise _refused(str(e)) from None
-    if once and any(r.state == "FAILED" for result in service.results for r in result.results):
+    if once and any(r.state == RefreshState.FAILED for result in service.results for r in result.results):
         raise typer.Exit(1)
 
 

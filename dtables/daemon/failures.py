@@ -21,6 +21,7 @@ from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState, TableRunResult, TickResult
+from scheduler.vocabulary import RefreshState, Trigger
 
 
 class FailureStore:
@@ -93,7 +94,7 @@ class FailureStore:
 def _refreshed_manually_since(store: StateStore, name: str) -> bool:
     """Whether the table's newest refresh is a successful one the daemon did not run (its failures are older)."""
     last = history.latest(store, name)
-    return last is not None and last.state == history.SUCCEEDED and last.trigger != "SCHEDULED"
+    return last is not None and last.state == RefreshState.SUCCEEDED and last.trigger != Trigger.SCHEDULED
 
 
 def record_not_refreshed(store: StateStore, result: TickResult, results: Iterable[TableRunResult]) -> dict[str, str]:
@@ -121,7 +122,7 @@ def record_suspensions(store: StateStore, result: TickResult, failures: FailureS
         if rid is None:
             rid = history.new_refresh_id()
             history.start(store, name, rid, result.trigger, result.data_timestamp, None,
-                          state=history.UPSTREAM_FAILED)
-            history.update(store, rid, state=history.UPSTREAM_FAILED, error=failures.suspended.get(name))
+                          state=RefreshState.UPSTREAM_FAILED)
+            history.update(store, rid, state=RefreshState.UPSTREAM_FAILED, error=failures.suspended.get(name))
         history.update(store, rid, reason=reason)
 

@@ -34,6 +34,7 @@ from dtables.sql.dynamic_syntax import (
     ShowDynamicTables,
     target_lag,
 )
+from scheduler.vocabulary import RefreshState, Trigger
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -197,8 +198,8 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
     defs.insert(session.store, d)
     if d.initialize == "ON_CREATE":
-        records = refresh(session, [name], trigger="CREATION")
-        bad = [r for r in records if r.state != history.SUCCEEDED]
+        records = refresh(session, [name], trigger=Trigger.CREATION)
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad:
             drop_table(session, name)
             raise DynamicTableError(f"cannot create dynamic table {name}: its initial refresh failed: "
@@ -244,8 +245,8 @@ def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
     defs.require(session.store, name)
     action = tree.args["action"].name.upper()
     if action == "REFRESH":
-        records = refresh(session, [name], trigger="MANUAL")
-        bad = [r for r in records if r.state != history.SUCCEEDED]
+        records = refresh(session, [name], trigger=Trigger.MANUAL)
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad:
             raise RefreshFailed(bad[-1].error or f"refresh of dynamic table {name} ended {bad[-1].state}",
                                 tuple(records))
@@ -288,7 +289,7 @@ def show(session: Session, tree: exp.Expr, statement: str) -> Any:
                                                          like.name.lower().replace("%", "*").replace("_", "?")):
             continue
         last = history.records(session.store, d.name)
-        final = [r for r in last if r.state != history.EXECUTING]
+        final = [r for r in last if r.state != RefreshState.EXECUTING]
         latest = final[-1] if final else None
         rows.append((d.name, d.target_lag, d.refresh_mode_chosen, d.refresh_mode_reason, d.refresh_mode,
                      d.initialize, d.state, to_iso(d.data_timestamp), latest and latest.action,
