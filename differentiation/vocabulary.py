@@ -31,6 +31,10 @@ class Word(str, Enum):
     def __format__(self, format_spec: str) -> str:
         return format(str(self.value), format_spec)
 
+    def __reduce_ex__(self, protocol: object) -> tuple[type[str], tuple[str]]:
+        # pickled (to Spark, to another process) as the plain word: the other side need not import this module
+        return str, (str(self.value),)
+
 
 class ChangeFormat(Word):
     """What a change set holds (``CHANGES(INFORMATION => ...)``, a stream's mode)."""

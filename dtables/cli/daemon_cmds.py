@@ -136,6 +136,7 @@ def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> di
     from dtables.daemon.failures import FailureStore
     from dtables.daemon.schedule import USER_SUSPENDED, last_finished
     from dtables.dynamic import definition as defs
+    from dtables.dynamic.vocabulary import SchedulingState
 
     store = open_project_store(project, profile)
     if store is None:
@@ -145,7 +146,7 @@ def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> di
     for d in defs.load_all(store):
         last = last_finished(store, d.name)
         lines = [f"last {last.state} {last.action or ''}".strip() if last else "never refreshed"]
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             reason = reasons.get(d.name, USER_SUSPENDED)
             lines.append("SUSPENDED: " + (reason if len(reason) <= limit else reason[: limit - 3] + "..."))
         notes[d.name] = lines

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
+from dtables.dynamic.vocabulary import SchedulingState
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState, TableRunResult, TickResult
@@ -55,7 +56,8 @@ class FailureStore:
                     (name, failures.consecutive_failures.get(name, 0), failures.suspended.get(name), now))
             for name in newly_suspended:
                 # defs.set_fields would commit on its own connection; the suspension and its reason go together.
-                conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (defs.SUSPENDED, normalize(name)))
+                conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?",
+                             (SchedulingState.SUSPENDED, normalize(name)))
 
     def sync_resumed(self, failures: FailureState, dag: DAG[str],
                      definitions: Mapping[str, defs.Definition]) -> list[str]:
@@ -81,13 +83,13 @@ class FailureStore:
                 changed = True
         resumed: list[str] = []
         for name in dag.topological_order():
-            if name in persisted and name in failures.suspended and definitions[name].state == defs.ACTIVE:
+            if name in persisted and name in failures.suspended and definitions[name].state == SchedulingState.ACTIVE:
                 resumed += failures.resume(dag, name)
         if resumed or changed:
             self.save(failures)
             with self.store.connect() as conn:
                 for name in resumed:
-                    conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (defs.ACTIVE, name))
+                    conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (SchedulingState.ACTIVE, name))
         return resumed
 
 

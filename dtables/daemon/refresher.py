@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from dtables.dynamic import history
 from dtables.dynamic.definition import to_iso
 from dtables.dynamic.executor import refresh as refresh_tables
+from dtables.dynamic.vocabulary import Action
 from dtables.errors import DtablesError
 from scheduler.runner import RefreshOutcome
 from scheduler.vocabulary import RefreshState
@@ -77,7 +78,7 @@ def _log(name: str, at: dt.datetime, why: str, record: history.RefreshRecord, st
          took: float, transient: bool) -> None:
     if state == RefreshState.SUCCEEDED:
         rows = ""
-        if record.action not in (None, "NO_DATA"):
+        if record.action not in (None, Action.NO_DATA):
             rows = f" +{record.rows_inserted or 0} -{record.rows_deleted or 0} ~{record.rows_updated or 0} rows,"
         log.info("refreshed %s to %s: %s,%s %.2f s (%s)", name, to_iso(at), record.action, rows, took, why)
     elif state == RefreshState.FAILED:

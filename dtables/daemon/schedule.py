@@ -21,6 +21,7 @@ from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import Definition, from_iso
+from dtables.dynamic.vocabulary import SchedulingState
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.periods import (
@@ -103,7 +104,7 @@ def load_snapshot(store: StateStore, *, base_period_s: float, suspended: Mapping
     lags = {n: parse_target_lag(d.target_lag) for n, d in found.items()}
     durations = {n: expected_duration_s(ds, last_n=DURATION_SAMPLES) for n, ds in _durations(store, now).items()
                  if n in found}
-    ignore = set(suspended) | {n for n, d in found.items() if d.state == defs.SUSPENDED}
+    ignore = set(suspended) | {n for n, d in found.items() if d.state == SchedulingState.SUSPENDED}
     decisions = compute_periods(dag, lags, durations, base_period_s=base_period_s, ignore=ignore)
     return Snapshot(found, dag, lags, durations, decisions)
 
@@ -139,7 +140,7 @@ def table_states(store: StateStore, snapshot: Snapshot, failures: FailureStore |
     out = {}
     for name, d in snapshot.definitions.items():
         reason = None
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             reason = reasons.get(name, USER_SUSPENDED)
         out[name] = TableState(last_data_timestamp=d.data_timestamp, running=refresh_running(store, name),
                                suspended_reason=reason)

@@ -13,6 +13,7 @@ from typing import Any
 from dtables.daemon.failures import FailureStore
 from dtables.daemon.schedule import USER_SUSPENDED, choose_base_period_s, load_snapshot
 from dtables.dynamic import definition as defs
+from dtables.dynamic.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.daemon import LOCK_FILE
@@ -92,7 +93,7 @@ def table_status(store: StateStore, *, window: dt.timedelta = dt.timedelta(hours
         start = max(now - window, created) if created is not None and created < now else now - window
         metrics = lag_metrics(_lag_input(records), window_start=start, now=now, target_lag_s=lag.seconds)
         suspended = None
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             suspended = failures.suspended.get(name, USER_SUSPENDED)
         out.append(TableStatus(
             name=name, target_lag=str(lag), period_s=decision.effective_period_s,

@@ -34,6 +34,7 @@ from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
+from dtables.dynamic.vocabulary import Write
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
@@ -142,7 +143,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
     state, whose change set is computed from the stored groups). Returns the rows the change set inserted,
     deleted and updated where Delta's commit metrics cannot tell (a REWRITE replaces every row); else None."""
-    if action.write == "OVERWRITE":
+    if action.write == Write.OVERWRITE:
         if action.plan is not None:
             body = snapshot_query(action.plan, sources, "end")
             df = _sql(clone, _wrapped(body, *_cast_select(action.plan.columns(), stored_columns(action, columns)),
@@ -162,7 +163,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         register_state(clone, location, state_version, action, columns)
     changes = sources.changes_query(action.derivative)
     plan_cols = action.plan.columns()
-    if action.write == "APPEND":
+    if action.write == Write.APPEND:
         appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), ROW_ID_COLUMN))
         appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
         _sql(clone, appended).write.format("delta").mode("append").save(location)
@@ -175,7 +176,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
                         alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)),
                               "__dt_delete")).from_(ranked.subquery("c")).where(
         exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
-    if action.write == "REWRITE":
+    if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
         return rewrite(clone, location, state_version, _sql(clone, source), targets)

@@ -18,6 +18,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from dtables.catalog import DEFAULT_DB, normalize
 from dtables.dynamic.errors import DynamicTableError
+from dtables.dynamic.vocabulary import SchedulingState
 from dtables.sql.chains import regrouped
 from dtables.sql.dialect import to_spark
 from dtables.state import StateStore
@@ -28,9 +29,6 @@ ROW_ID_COLUMN = "__dtables_row_id"
 # Every column a dynamic table stores for dtables' own use starts with this prefix (the row id, and the aggregate
 # state of tables maintained as old + ΣΔ); users never see them and may not name a column so.
 STATE_PREFIX = "__dtables_"
-
-INCREMENTAL, FULL = "INCREMENTAL", "FULL"
-ACTIVE, SUSPENDED = "ACTIVE", "SUSPENDED"
 
 
 def now_utc() -> dt.datetime:
@@ -67,7 +65,7 @@ class Definition:
     refresh_mode_chosen: str
     refresh_mode_reason: str
     initialize: str
-    state: str = ACTIVE
+    state: str = SchedulingState.ACTIVE
     comment: str | None = None
     initialized_hash: str | None = None
     source_identities: dict[str, str] = field(default_factory=dict, hash=False)

@@ -33,10 +33,11 @@ from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
-from dtables.dynamic.definition import INCREMENTAL, Column, Definition, now_utc, to_iso
+from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
-from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, decide
+from dtables.dynamic.plan import REWRITE_MAX_BYTES, decide
+from dtables.dynamic.vocabulary import Action, SchedulingState
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
@@ -135,7 +136,7 @@ def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> h
                 session, d, trigger, at, RefreshState.CANCELLED,
                 f"dynamic table {name} is already at data timestamp {to_iso(d.data_timestamp)}, later than "
                 f"{to_iso(at)}; a refresh never moves a table back in time")
-        if d.state == defs.SUSPENDED and trigger == Trigger.SCHEDULED:
+        if d.state == SchedulingState.SUSPENDED and trigger == Trigger.SCHEDULED:
             return _finished_without_refresh(session, d, trigger, at, RefreshState.CANCELLED,
                                              f"dynamic table {name} is suspended")
         return _run(session, d, at, trigger)
@@ -281,7 +282,7 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
     history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after,
                    write_kind=action.write)
     identities = {n: s.identity for n, s in sources.items()}
-    if action.action == NO_DATA:
+    if action.action == Action.NO_DATA:
         defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
                               frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
                               initialized_hash=d.initialized_hash, source_identities=identities)
@@ -289,11 +290,11 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
                        rows_deleted=0, rows_updated=0)
     else:
         clone = session.spark.newSession()
-        if action.action == INCREMENTAL:
+        if action.action == Action.INCREMENTAL:
             _tune_for_small_changes(session, clone)
         refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
         columns = d.columns
-        if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
+        if action.action == Action.REINITIALIZE:  # an upstream schema change may change the output columns
             columns = _output_columns(clone, refresh_sources, d)
             if columns != d.columns:
                 defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))

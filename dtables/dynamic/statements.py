@@ -15,7 +15,7 @@ from differentiation.plan import Join
 from dtables.catalog import new_table_properties, normalize, quote
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
+from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
@@ -30,10 +30,13 @@ from dtables.sql.dynamic_syntax import (
     CreateDynamicTable,
     DescribeDynamicTable,
     DropDynamicTable,
+    Initialize,
+    RefreshMode,
     SettingError,
     ShowDynamicTables,
     target_lag,
 )
+from dtables.dynamic.vocabulary import SchedulingState
 from scheduler.vocabulary import RefreshState, Trigger
 
 if TYPE_CHECKING:
@@ -64,21 +67,22 @@ def in_users_text(reason: str, query: str, statement: str | None) -> str:
 
 
 def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any],
-                        statement: str | None = None) -> tuple[str, str]:
+                        statement: str | None = None) -> tuple[RefreshMode, str]:
     """(INCREMENTAL | FULL, reason in words). INCREMENTAL on a query that cannot be differentiated is refused."""
     plan, why_not = incremental_support(query, sources)
     if why_not is not None:
         why_not = in_users_text(why_not, query, statement)
-    if requested == FULL:
-        return FULL, "REFRESH_MODE = FULL was requested"
+    if requested == RefreshMode.FULL:
+        return RefreshMode.FULL, "REFRESH_MODE = FULL was requested"
     if why_not is None:
         rewrites = _rewrites(plan)
-        return INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested" if requested == INCREMENTAL else
-                             "AUTO: every operator of the query can be maintained incrementally") + rewrites
-    if requested == INCREMENTAL:
+        return RefreshMode.INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested"
+                                         if requested == RefreshMode.INCREMENTAL else
+                                         "AUTO: every operator of the query can be maintained incrementally") + rewrites
+    if requested == RefreshMode.INCREMENTAL:
         raise DynamicTableError(f"dynamic table {name}: REFRESH_MODE = INCREMENTAL is not possible: {why_not}; "
                                 "use REFRESH_MODE = FULL or AUTO")
-    return FULL, f"AUTO chose FULL: {why_not}"
+    return RefreshMode.FULL, f"AUTO chose FULL: {why_not}"
 
 
 def _rewrites(plan: Any) -> str:
@@ -144,9 +148,9 @@ def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -
         return f"refused: {e}"
     head = f"dynamic table {name}: refresh mode {mode}: {reason}"
     plan, _ = incremental_support(query, source_versions)
-    if mode != INCREMENTAL or plan is None:
+    if mode != RefreshMode.INCREMENTAL or plan is None:
         return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
-    maintained = maintained_plan(plan, INCREMENTAL)
+    maintained = maintained_plan(plan, RefreshMode.INCREMENTAL)
     assert maintained is not None
     return f"{head}\n{explain_plan(maintained)}"
 
@@ -197,7 +201,7 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
                       f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
     session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
     defs.insert(session.store, d)
-    if d.initialize == "ON_CREATE":
+    if d.initialize == Initialize.ON_CREATE:
         records = refresh(session, [name], trigger=Trigger.CREATION)
         bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad:
@@ -253,7 +257,8 @@ def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
         return history.dataframe(session).where(
             f"refresh_id IN ({', '.join(repr(r.refresh_id) for r in records)})")
     if action in ("SUSPEND", "RESUME"):
-        defs.set_fields(session.store, name, state=defs.SUSPENDED if action == "SUSPEND" else defs.ACTIVE)
+        state = SchedulingState.SUSPENDED if action == "SUSPEND" else SchedulingState.ACTIVE
+        defs.set_fields(session.store, name, state=state)
         return session.spark.createDataFrame([(f"dynamic table {name} {action.lower()}d",)], "status string")
     try:
         lag = target_lag(tree.args["target_lag"].name)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from dtables.daemon.failures import FailureStore
 from dtables.dynamic import definition as defs
+from dtables.dynamic.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
@@ -25,7 +26,7 @@ def _record(store: StateStore, name: str, trigger: str, state: str, minute: int)
 
 def _sync(store: StateStore, failures: FailureState) -> FailureState:
     dag = DAG({"default.a": [], "default.b": []})
-    active = SimpleNamespace(state=defs.ACTIVE)
+    active = SimpleNamespace(state=SchedulingState.ACTIVE)
     FailureStore(store).sync_resumed(failures, dag, {"default.a": active, "default.b": active})
     return FailureStore(store).load()
 
