@@ -19,7 +19,7 @@ from sqlglot import exp
 import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import TABLE_KINDS, normalize
+from dtables.catalog import TABLE_KINDS, normalize, qualified
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError
 from dtables.sql.output_names import column_list, name_outputs
@@ -147,7 +147,7 @@ def expand_views(session: Session, query: exp.Expr, depth: int = 0) -> exp.Expr:
     if depth > 32:
         raise SqlError("views nest more than 32 levels deep (a cycle?)")
     for table in list(query.find_all(exp.Table)):
-        obj = session.catalog.lookup(f"{table.db}.{table.name}" if table.db else table.name)
+        obj = session.catalog.lookup(qualified(table.db, table.name))
         if obj is None or obj["kind"] != "VIEW":
             continue
         inner = view_query(session, obj["name"])
@@ -217,7 +217,7 @@ def resolve_changes(session: Session, tree: exp.Expr, statement: str) -> exp.Exp
         clause = table.args.get("changes")
         if clause is None:
             continue
-        name = f"{table.db}.{table.name}" if table.db else table.name
+        name = qualified(table.db, table.name)
         if table.db.lower() == "delta" and "/" in table.name:
             name = f"delta.`{table.name}`"
         df = changes_of(session, name, bounds_of(session, clause, statement), information_of(clause))
@@ -235,7 +235,7 @@ def explain_changes_clause(session: Session, tree: exp.Expr, statement: str) -> 
         clause = table.args.get("changes")
         if clause is None:
             continue
-        name = f"{table.db}.{table.name}" if table.db else table.name
+        name = qualified(table.db, table.name)
         obj = session.catalog.lookup(name)
         info = information_of(clause)
         if obj is not None and obj["kind"] == "VIEW":

@@ -49,6 +49,7 @@ from differentiation.vocabulary import (
     Shape,
 )
 from differentiation.vocabulary import ROW_ID as HIDDEN_ROW_ID
+from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
@@ -123,7 +124,7 @@ def _output_schema(metadata: TableMetadata) -> T.StructType:
 def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
     """From (table columns, action, is_update, __rid, version) to the public CHANGES columns."""
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.col(ACTION),
         F.col(ISUPDATE),
         row_id_string(plan.metadata.table_id, F.col(RID)).alias(ROW_ID),
@@ -133,7 +134,7 @@ def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
 
 
 def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: list[str]) -> DataFrame:
-    row = lambda: F.struct(*[F.col(f"`{c}`") for c in columns])  # noqa: E731
+    row = lambda: F.struct(*[F.col(quote_column(c)) for c in columns])  # noqa: E731
     old = removed.select(row().alias("o_row"), F.col(RID).alias("o_rid"), _removed_at(plan).alias("o_ver"))
     new = added.select(row().alias("n_row"), F.col(RID).alias("n_rid"), F.col(RCV).alias("n_ver"))
     joined = old.join(new, F.col("o_rid") == F.col("n_rid"), "full_outer")
@@ -162,7 +163,7 @@ def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: l
 
 def _side(df: DataFrame, columns: list[str], action: str, version: Column) -> DataFrame:
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.lit(action).alias(ACTION),
         F.lit(False).alias(ISUPDATE),
         F.col(RID),
@@ -319,7 +320,7 @@ def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFra
 
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.lit(action).alias(DELTA_ACTION),
         row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
     )
@@ -360,7 +361,7 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         df = spark.read.format("delta").option("versionAsOf", version).load(location)
         row_id = F.col("_metadata.row_id")
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         row_id_string(meta.table_id, row_id).alias(DELTA_ROW_ID),
     )
 

@@ -27,6 +27,7 @@ from sqlglot import exp
 from differentiation import snapshot_query
 from differentiation.sql import alias, cast, col, ident
 from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA_ROW_ID, ROW_ID
+from dtables.catalog import quote_column
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.reader import table_at
@@ -101,7 +102,7 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
     assert action.plan is not None
     helpers = action.plan.columns()[len(columns):]
     (table_at(clone, location, version)
-     .select(*(F.col(f"`{stored_name(h)}`").alias(h) for h in helpers))
+     .select(*(F.col(quote_column(stored_name(h))).alias(h) for h in helpers))
      .createOrReplaceTempView(STATE_VIEW))
 
 
@@ -150,7 +151,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
                                       alias(col(ROW_ID), ROW_ID_COLUMN)))
         else:  # no plan (the query cannot be built into one): any unique id will do, FULL overwrites every time
             plain = clone.sql(sources.plain_query(query))
-            df = plain.select(*(F.col(f"`{s}`").cast(t.type).alias(t.name) if t.type else F.col(f"`{s}`")
+            df = plain.select(*(F.col(quote_column(s)).cast(t.type).alias(t.name) if t.type else F.col(quote_column(s))
                                 for s, t in _positional(plain.columns, columns)),
                               F.expr("uuid()").alias(ROW_ID_COLUMN))
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location))
@@ -215,7 +216,7 @@ def rewrite(clone: Any, location: str, version: int, source: Any, targets: Seque
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    rows.select(*(F.col(f"`{c}`") for c in old.columns)).write.format("delta").mode("overwrite").save(location)
+    rows.select(*(F.col(quote_column(c)) for c in old.columns)).write.format("delta").mode("overwrite").save(location)
     metrics = _observed(observation)
     if metrics is None:
         return None

@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify_tables import qualify_tables
 from sqlglot.optimizer.scope import traverse_scope
 
-from dtables.catalog import DEFAULT_DB, normalize
+from dtables.catalog import DEFAULT_DB, normalize, qualified
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.vocabulary import SchedulingState
 from dtables.sql.chains import regrouped
@@ -99,7 +99,7 @@ def qualify_sources(query: exp.Expr) -> tuple[exp.Expr, tuple[str, ...]]:
         tree = qualify_tables(tree, db=DEFAULT_DB, dialect="spark")
     sources: list[str] = []
     for table in source_tables(tree):
-        name = normalize(f"{table.db}.{table.name}")
+        name = normalize(qualified(table.db, table.name))
         db, short = name.split(".")
         table.set("this", exp.to_identifier(short))
         table.set("db", exp.to_identifier(db))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import from_iso, now_utc, to_iso
 from dtables.sql.references import aliased_table, replace_table
 from dtables.state import StateStore
@@ -170,11 +170,11 @@ def point_at_virtual_tables(session: Session, tree: exp.Expr, statement: str) ->
     """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
     from dtables.sql.dialect import to_spark
 
-    hits = [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]
+    hits = [t for t in tree.find_all(exp.Table) if qualified(t.db, t.name).lower() == VIRTUAL_TABLE]
     if not hits:
         return tree, statement
     dataframe(session).createOrReplaceTempView(_VIEW)
     tree = tree.copy()
-    for table in [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]:
+    for table in [t for t in tree.find_all(exp.Table) if qualified(t.db, t.name).lower() == VIRTUAL_TABLE]:
         replace_table(table, aliased_table(_VIEW, table.alias or "refresh_history"))
     return tree, to_spark(tree)

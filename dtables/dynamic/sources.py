@@ -10,6 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from differentiation.vocabulary import ROW_ID
+from dtables.catalog import qualified, quote_column
 from dtables.changes import Interval, snapshot
 from dtables.changes.sources import IntervalSources
 from dtables.dynamic.definition import STATE_PREFIX
@@ -34,13 +35,13 @@ class RefreshSources(IntervalSources):
 
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""
-        return f"`{STATE_VIEW}`"
+        return quote_column(STATE_VIEW)
 
     def plain_query(self, query: str) -> str:
         """``query`` with each source replaced by its snapshot at the new frontier (for queries without a plan)."""
         tree = parse_one(query)
         for table in list(tree.find_all(exp.Table)):
-            name = f"{table.db}.{table.name}".lower()
+            name = qualified(table.db, table.name).lower()
             if name not in self.intervals:
                 continue
             i = self.intervals[name]

@@ -12,7 +12,7 @@ from sqlglot import exp
 from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
-from dtables.catalog import new_table_properties, normalize, quote
+from dtables.catalog import new_table_properties, normalize, qualified, quote, quote_column
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 def _sql_string(text: str) -> str:
@@ -192,8 +192,8 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     location = session.catalog.managed_location(name)
     if fs.exists(session.spark, location):
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
-    cols_sql = ", ".join(
-        f"`{c.name}` {c.type}" + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
+    cols_sql = ", ".join(f"{quote_column(c.name)} {c.type}"
+                         + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
     properties = {**new_table_properties(session.spark), **column_mapping_properties([c.name for c in columns])}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""

@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlglot.errors import ParseError
 
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.project.config import (
     Initialize,
     ProjectConfig,
@@ -274,7 +274,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                                     f"{statement.split()[0].upper()}")
                     continue
                 target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-                written = f"{target.db}.{target.name}" if target.db else target.name
+                written = qualified(target.db, target.name)
                 if name_problem(written):
                     problems.append(f"{path}:{line}: source table name {name_problem(written)}")
                     continue
@@ -335,7 +335,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                 if not isinstance(tree, CreateStream) or not isinstance(tree.this, exp.Table):
                     problems.append(f"{path}:{line}: streams hold CREATE STREAM statements")
                     continue
-                written = f"{tree.this.db}.{tree.this.name}" if tree.this.db else tree.this.name
+                written = qualified(tree.this.db, tree.this.name)
                 if name_problem(written):
                     problems.append(f"{path}:{line}: stream name {name_problem(written)}")
                     continue

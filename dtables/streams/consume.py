@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.streams import faults
 from dtables.streams import store as st
@@ -72,7 +72,7 @@ class StreamRead:
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 def stream_tables(tree: exp.Expr, known: set[str]) -> list[tuple[exp.Table, str]]:

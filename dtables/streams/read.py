@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 import differentiation as diff
 from differentiation.vocabulary import INSERT, ChangeFormat
 from dtables import changes as ch
+from dtables.catalog import quote_column
 from dtables.changes.interval import open_log
 from dtables.changes.reader import row_id_string
 from dtables.streams.errors import StreamError, StreamStale
@@ -102,7 +103,7 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
     df = spark.read.format("delta").option("versionAsOf", version).load(interval.location)
     rcv = F.col("_metadata.row_commit_version").cast("long")
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.lit(INSERT).alias(ch.ACTION),
         F.lit(False).alias(ch.ISUPDATE),
         row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(ch.ROW_ID),
@@ -118,7 +119,7 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
     sources = IntervalSources(scope.spark, spans)
     if stream.show_initial_rows and stream.mode == ChangeFormat.DEFAULT:
         snap = scope.spark.sql(diff.snapshot_query(plan, sources, "end").sql(dialect="spark"))
-        return snap.select(*(F.col(f"`{c}`") for c in plan.columns()), F.lit(INSERT).alias(ch.ACTION),
+        return snap.select(*(F.col(quote_column(c)) for c in plan.columns()), F.lit(INSERT).alias(ch.ACTION),
                            F.lit(False).alias(ch.ISUPDATE), F.col(ch.DELTA_ROW_ID).alias(ch.ROW_ID))
     if stream.show_initial_rows:
         raise StreamError(f"stream {stream.name}: SHOW_INITIAL_ROWS with APPEND_ONLY is supported on tables only")
@@ -132,13 +133,13 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
 
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:
     data = [c for c in df.columns if not c.startswith("METADATA$")]
-    action, is_update = F.col(f"`{ch.ACTION}`"), F.col(f"`{ch.ISUPDATE}`")
+    action, is_update = F.col(quote_column(ch.ACTION)), F.col(quote_column(ch.ISUPDATE))
     change_type = (F.when(is_update & (action == "DELETE"), F.lit("UPDATE_BEFORE"))
                    .when(is_update, F.lit("UPDATE_AFTER")).otherwise(action))
     if stream.source_kind == "VIEW" or ch.COMMIT_VERSION not in df.columns:
         version, stamp = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
         return df.select(change_type.alias("__change_type"), version.alias("__commit_version"),
-                         stamp.alias("__commit_timestamp"), *[F.col(f"`{c}`") for c in data])
+                         stamp.alias("__commit_timestamp"), *[F.col(quote_column(c)) for c in data])
     interval = next(iter(spans.values()))
     log = open_log(spark, interval)
     # The old state of a deleted/updated row was produced by the commit recorded as its row commit version at the
@@ -148,15 +149,15 @@ def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval],
               .select(row_id_string(meta.table_id, F.col("_metadata.row_id")).alias("__old_rid"),
                       F.col("_metadata.row_commit_version").cast("long").alias("__old_version")))
     deletes = df.where(action == "DELETE")
-    old = deletes.join(before, deletes[f"`{ch.ROW_ID}`"] == before["__old_rid"], "left") \
-        .withColumn(ch.COMMIT_VERSION, F.coalesce(F.col("__old_version"), F.col(f"`{ch.COMMIT_VERSION}`"))) \
+    old = deletes.join(before, deletes[quote_column(ch.ROW_ID)] == before["__old_rid"], "left") \
+        .withColumn(ch.COMMIT_VERSION, F.coalesce(F.col("__old_version"), F.col(quote_column(ch.COMMIT_VERSION)))) \
         .drop("__old_rid", "__old_version")
     combined = df.where(action != "DELETE").unionByName(old)
     times = log.commit_timestamps()
     pairs = [x for v, ms in times.items()
              for x in (F.lit(v).cast("long"), F.lit(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)))]
     ts_map = F.create_map(*pairs) if pairs else F.create_map().cast(T.MapType(T.LongType(), T.TimestampType()))
-    version = F.col(f"`{ch.COMMIT_VERSION}`")
+    version = F.col(quote_column(ch.COMMIT_VERSION))
     return combined.select(change_type.alias("__change_type"), version.alias("__commit_version"),
                            F.try_element_at(ts_map, version).alias("__commit_timestamp"),
-                           *[F.col(f"`{c}`") for c in data])
+                           *[F.col(quote_column(c)) for c in data])

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.changes.interval import open_log
 from dtables.errors import ChangeTrackingError, SqlError
 from dtables.streams import store as st
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 # -- CREATE / DROP / SHOW / DESCRIBE ---------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def vacuum(session: Session, tree: exp.Expr, statement: str) -> Any:
 
     table = tree.this
     name = f"delta.`{table.name}`" if table.db.lower() == "delta" and ("/" in table.name or ":" in table.name) \
-        else (f"{table.db}.{table.name}" if table.db else table.name)
+        else (qualified(table.db, table.name))
     retain = tree.args.get("retain")
     return run(session, name, float(retain.this) if retain is not None else None,
                dry_run=bool(tree.args["dry_run"].this))
