@@ -139,7 +139,7 @@ class Catalog:
                     from dtables.sql.spark_errors import first_sentences
 
                     raise SqlError(f"view {key} cannot be used: its query fails: "
-                                   f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from None
+                                   f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from e
             self._registered.add(key)
 
     def ensure_all_registered(self) -> None:

@@ -21,7 +21,7 @@ from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
 from dtables.changes.sources import IntervalSources, differentiation_stats
-from dtables.errors import ChangeTrackingError, SqlError
+from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
 from dtables.sql.output_names import column_list, name_outputs
 from dtables.sql.references import aliased_table, replace_table
 
@@ -49,12 +49,12 @@ def _as_bound(value: Any) -> ch.Bound | None:
     if value is None or isinstance(value, ch.Bound):
         return value
     if isinstance(value, bool):
-        raise TypeError("a change bound is a version number, a timestamp or a Bound")
+        raise UsageTypeError("a change bound is a version number, a timestamp or a Bound")
     if isinstance(value, int):
         return ch.Bound.version(value)
     if isinstance(value, (dt.datetime, str)):
         return ch.Bound.timestamp(value)
-    raise TypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
+    raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
 def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
@@ -175,7 +175,7 @@ def plan_view(session: Session, name: str) -> Any:
     try:
         return diff.build_plan(query, _schema(session, tables))
     except diff.UnsupportedQuery as e:
-        raise SqlError(f"cannot compute changes of view {name}: {e}") from None
+        raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 
 
 def view_changes(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
@@ -185,7 +185,7 @@ def view_changes(session: Session, name: str, bounds: Bounds, information: str =
     try:
         derivative = diff.differentiate(plan, ChangeFormat(information), stats)
     except diff.UnsupportedQuery as e:
-        raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
+        raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
     query = IntervalSources(session.spark, intervals).changes_query(derivative)
     return session.spark.sql(query.sql(dialect="spark"))
 

@@ -69,7 +69,7 @@ def daemon(
         try:
             _probe_lock(state_dir)
         except DaemonLockedError as e:
-            raise _refused(str(e)) from None  # before Spark starts: a second daemon refuses at once
+            raise _refused(str(e)) from e  # before Spark starts: a second daemon refuses at once
         session = project_session(project, profile)
         options = DaemonOptions(max_parallel=max_parallel, suspend_after=suspend_after, base_period_s=base_period,
                                 shutdown_timeout_s=shutdown_timeout)
@@ -77,7 +77,7 @@ def daemon(
         try:
             service.run(once=once)
         except DaemonLockedError as e:
-            raise _refused(str(e)) from None
+            raise _refused(str(e)) from e
     if once and any(r.state == RefreshState.FAILED for result in service.results for r in result.results):
         raise typer.Exit(1)
 
@@ -171,9 +171,9 @@ def render_dag_png(graph, label, output: Path) -> str:  # type: ignore[no-untype
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
+    except ImportError as e:
         raise DtablesError("--format png needs Graphviz's `dot` program on PATH (apt-get install graphviz) or "
-                           "matplotlib (pip install 'dtables[png]')") from None
+                           "matplotlib (pip install 'dtables[png]')") from e
     import networkx as nx
 
     drawn = nx.DiGraph()

@@ -232,8 +232,8 @@ def _rewrite_max_bytes(session: Session) -> int:
     value = session.spark.conf.get(REWRITE_SWITCH, None)
     try:
         return int(value) if value is not None else REWRITE_MAX_BYTES
-    except ValueError:
-        raise DynamicTableError(f"{REWRITE_SWITCH} must be a number of bytes, not {value!r}") from None
+    except ValueError as e:
+        raise DynamicTableError(f"{REWRITE_SWITCH} must be a number of bytes, not {value!r}") from e
 
 
 def _error_text(name: str, error: BaseException) -> str:

@@ -170,7 +170,7 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:
-        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+        raise DynamicTableError(f"dynamic table {name}: {e}") from e
     query_tree, query, sources, source_versions, schema, names = _stored_query(session, name, tree)
     given = tree.args.get("columns") or []
     comments = _column_comments(name, given, names)
@@ -263,7 +263,7 @@ def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:
-        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+        raise DynamicTableError(f"dynamic table {name}: {e}") from e
     defs.set_fields(session.store, name, target_lag=lag)
     return session.spark.createDataFrame([(f"dynamic table {name} target lag set to {lag}",)], "status string")
 

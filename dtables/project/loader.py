@@ -164,15 +164,15 @@ class _Templates:
         try:
             return self.env.get_template(path.relative_to(self.folder).as_posix())
         except jinja2.TemplateSyntaxError as e:
-            raise ProjectError(f"{path}:{e.lineno}: template error: {e.message}") from None
+            raise ProjectError(f"{path}:{e.lineno}: template error: {e.message}") from e
 
     def render(self, path: Path) -> str:
         try:
             return self._template(path).render()
         except ProjectError as e:
-            raise ProjectError(f"{path}:{_jinja_line(e)}: {e}") from None
+            raise ProjectError(f"{path}:{_jinja_line(e)}: {e}") from e
         except jinja2.TemplateError as e:
-            raise ProjectError(f"{path}:{getattr(e, 'lineno', None) or _jinja_line(e)}: template error: {e}") from None
+            raise ProjectError(f"{path}:{getattr(e, 'lineno', None) or _jinja_line(e)}: template error: {e}") from e
 
 
 def _jinja_line(error: BaseException) -> int:
@@ -224,7 +224,7 @@ def _header(path: Path, text: str) -> tuple[ModelSettings, int]:
             key = str(err["loc"][0]) if err["loc"] else "?"
             message = "unknown setting" if err["type"] == "extra_forbidden" else problem_text(err)
             problems.append(f"{path}:{lines_of.get(key, 1)}: {key}: {message}")
-        raise ProjectError(format_problems(problems)) from None
+        raise ProjectError(format_problems(problems)) from e
     return settings, start + 1
 
 

@@ -73,9 +73,9 @@ def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) ->
                                  validate_qualify_columns=True)
     except OptimizeError as e:
         word = str(e).split("Column '")[-1].split("'")[0] if "Column '" in str(e) else ""
-        raise ProjectError(f"{model.path}:{_line_of(model, word) if word else model.query_line}: {e}") from None
+        raise ProjectError(f"{model.path}:{_line_of(model, word) if word else model.query_line}: {e}") from e
     except SqlglotError as e:
-        raise ProjectError(f"{model.path}:{model.query_line}: {e}") from None
+        raise ProjectError(f"{model.path}:{model.query_line}: {e}") from e
     typed = annotate_types(qualified_tree, schema=_nested(schema), dialect="spark")
     columns: dict[str, str] = {}
     for select in typed.selects if isinstance(typed, exp.Query) else []:
@@ -106,7 +106,7 @@ def check_project(project: Project) -> tuple[Project, Schema]:
     try:
         order = project.dag().topological_order()
     except SchedulerError as e:
-        raise ProjectError(f"models: {e}") from None
+        raise ProjectError(f"models: {e}") from e
     models = {m.name: m for m in project.dynamic_tables}
     for name in order:
         model = models[name]

@@ -19,6 +19,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from differentiation.vocabulary import Word
+from dtables.errors import UsageError
 
 if TYPE_CHECKING:
     from dtables.sql.dialect import DtablesParser
@@ -47,7 +48,7 @@ INITIALIZE_MODES = tuple(m.value for m in Initialize)
 # -- the values of the settings: one parser for SQL and for project files (dtables.yml, model headers) -------------
 
 
-class SettingError(ValueError):
+class SettingError(UsageError):
     """A dynamic-table setting's value is refused; the message names the setting and what it accepts."""
 
 
@@ -69,7 +70,7 @@ def target_lag(text: str) -> str:
     try:
         lag = parse_target_lag(text)
     except TargetLagError as e:
-        raise SettingError(str(e)) from None
+        raise SettingError(str(e)) from e
     return "DOWNSTREAM" if lag.is_downstream else text.strip()
 
 

@@ -43,7 +43,7 @@ def split_statements(text: str) -> list[str]:
     try:
         tokens = Dtables().tokenize(text)
     except TokenError as e:
-        raise SqlError(f"syntax error: {e}", text) from None
+        raise SqlError(f"syntax error: {e}", text) from e
     statements, start = [], 0
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -83,7 +83,7 @@ def check_spark_syntax(spark: Any, statement: str) -> None:
         java = getattr(e, "java_exception", None)
         message = java.getMessage() if java is not None else str(e)
         raise SqlError(f"syntax error: {_parse_message(message)} in statement: {short_statement(statement)}",
-                       statement, message) from None
+                       statement, message) from e
 
 
 def _parse_message(message: str) -> str:
@@ -177,7 +177,7 @@ def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -
     except Exception as e:  # noqa: BLE001 - every Spark/Delta failure becomes a readable SqlError
         if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
             raise
-        raise translate(e, statement) from None
+        raise translate(e, statement) from e
 
 
 def _explain_target(statement: str) -> tuple[str, exp.Expr | None] | None:

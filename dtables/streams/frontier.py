@@ -19,6 +19,7 @@ from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
 from dtables.changes.log import DeltaLog
+from dtables.errors import UsageError
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -32,10 +33,10 @@ _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(second|minute|ho
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    """``'interval 7 days'``, ``'14 days'``, ``'36 hours'`` -> timedelta (ValueError otherwise)."""
+    """``'interval 7 days'``, ``'14 days'``, ``'36 hours'`` -> timedelta (UsageError, a ValueError, otherwise)."""
     m = _INTERVAL.match(text)
     if m is None:
-        raise ValueError(f"{text!r} is not a duration like '14 days' or 'interval 36 hours'")
+        raise UsageError(f"{text!r} is not a duration like '14 days' or 'interval 36 hours'")
     return dt.timedelta(**{m.group(2).lower() + "s": float(m.group(1))})
 
 

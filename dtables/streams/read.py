@@ -52,7 +52,7 @@ def intervals(spark: Any, stream: Stream, end: Mapping[str, int]) -> dict[str, c
             out[table] = ch.resolve_interval(spark, table, at=ch.Bound.version(start),
                                              end=ch.Bound.version(end[table]))
         except (ch.HistoryNotRetained, ch.VersionNotFound) as e:
-            raise _stale(stream, table, start, str(e)) from None
+            raise _stale(stream, table, start, str(e)) from e
     return out
 
 
@@ -75,7 +75,7 @@ def stream_changes(scope: SparkScope, stream: Stream, end: Mapping[str, int]) ->
             df = _table_changes(scope.spark, stream, spans[next(iter(spans))])
     except ch.HistoryNotRetained as e:
         table = next(iter(spans))
-        raise _stale(stream, table, stream.frontier[table], str(e)) from None
+        raise _stale(stream, table, stream.frontier[table], str(e)) from e
     if stream.flavor == "SINGDATA":
         df = _singdata_columns(scope.spark, stream, spans, df)
     return df
@@ -127,7 +127,7 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
     try:
         derivative = diff.differentiate(plan, ChangeFormat(stream.mode), stats)
     except diff.UnsupportedQuery as e:
-        raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from None
+        raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from e
     return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))
 
 

@@ -78,7 +78,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
             plan = plan_view(session, source)
         except SqlError as e:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
-                           f"{e}", statement) from None
+                           f"{e}", statement) from e
         from differentiation import incremental_reason
 
         reason = incremental_reason(plan)  # buildable but not maintainable (a window without PARTITION BY, rand())
@@ -102,7 +102,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
             log = open_log(session.spark, table)
             meta = log.metadata_at(log.latest_version)
         except ChangeTrackingError as e:
-            raise SqlError(f"cannot create stream {name}: {e}", statement) from None
+            raise SqlError(f"cannot create stream {name}: {e}", statement) from e
         if not meta.row_tracking:
             raise SqlError(f"cannot create stream {name} on {source}: change tracking is off on table {table}; "
                            f"turn it on with ALTER TABLE {table} SET CHANGE_TRACKING = TRUE", statement)
@@ -129,7 +129,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expr, stateme
         return {t: ch.resolve_interval(session.spark, t, at=None if before else bound,
                                        before=bound if before else None).start_version for t in base}
     except ChangeTrackingError as e:
-        raise SqlError(f"cannot create stream {name}: {e}", statement) from None
+        raise SqlError(f"cannot create stream {name}: {e}", statement) from e
 
 
 def drop_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
