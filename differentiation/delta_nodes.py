@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.plan import Node, Scalar, Scan
-from differentiation.vocabulary import ACTIONS
+from differentiation.vocabulary import ACTIONS, DELETE
 
 WHENS = ("start", "end")
 
@@ -121,7 +121,7 @@ class Signed(Node):
         return True
 
     def label(self) -> str:
-        return "π−" if self.action == "DELETE" else "π+"
+        return "π−" if self.action == DELETE else "π+"
 
 
 @dataclass(frozen=True)

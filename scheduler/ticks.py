@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from scheduler.dag import DAG
-from scheduler.vocabulary import RefreshState, Trigger
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
@@ -232,7 +232,7 @@ class TickPlanner:
             else:
                 cause = next(s for s in suspended if s in self.dag.upstream_closure([name]))
                 reason = f"upstream {cause} is suspended"
-            excluded[name] = NotRefreshed(name, "SUSPENDED", reason)
+            excluded[name] = NotRefreshed(name, SchedulingState.SUSPENDED, reason)
         return excluded
 
     def _assemble(

@@ -33,6 +33,13 @@ class RefreshState(_Word):
     SKIPPED = "SKIPPED"  # not run in this tick (the previous refresh still running)
 
 
+class SchedulingState(_Word):
+    """Whether the scheduler refreshes a table (``dynamic_tables.state``; a tick leaves SUSPENDED tables out)."""
+
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+
+
 class Trigger(_Word):
     """What started a refresh."""
 

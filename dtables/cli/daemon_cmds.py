@@ -136,7 +136,7 @@ def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> di
     from dtables.daemon.failures import FailureStore
     from dtables.daemon.schedule import USER_SUSPENDED, last_finished
     from dtables.dynamic import definition as defs
-    from dtables.dynamic.vocabulary import SchedulingState
+    from scheduler.vocabulary import SchedulingState
 
     store = open_project_store(project, profile)
     if store is None:

@@ -18,11 +18,10 @@ from collections.abc import Iterable, Mapping
 from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.vocabulary import SchedulingState
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState, TableRunResult, TickResult
-from scheduler.vocabulary import RefreshState, Trigger
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 
 class FailureStore:

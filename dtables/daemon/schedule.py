@@ -21,7 +21,6 @@ from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import Definition, from_iso
-from dtables.dynamic.vocabulary import SchedulingState
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.periods import (
@@ -33,7 +32,7 @@ from scheduler.periods import (
     parse_target_lag,
 )
 from scheduler.ticks import TableState
-from scheduler.vocabulary import RefreshState, Trigger
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.daemon.failures import FailureStore

@@ -13,12 +13,11 @@ from typing import Any
 from dtables.daemon.failures import FailureStore
 from dtables.daemon.schedule import USER_SUSPENDED, choose_base_period_s, load_snapshot
 from dtables.dynamic import definition as defs
-from dtables.dynamic.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.daemon import LOCK_FILE
 from scheduler.lag import RefreshRecord, lag_metrics
-from scheduler.vocabulary import RefreshState
+from scheduler.vocabulary import RefreshState, SchedulingState
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from dtables.catalog import DEFAULT_DB, normalize, qualified
 from dtables.dynamic.errors import DynamicTableError
-from dtables.dynamic.vocabulary import SchedulingState
+from scheduler.vocabulary import SchedulingState
 from dtables.sql.chains import regrouped
 from dtables.sql.dialect import to_spark
 from dtables.state import StateStore

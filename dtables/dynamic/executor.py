@@ -37,13 +37,13 @@ from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, decide
-from dtables.dynamic.vocabulary import Action, SchedulingState
+from dtables.dynamic.vocabulary import Action
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
 from dtables.state.store import open_private, private_folder
 from scheduler.dag import DAG
-from scheduler.vocabulary import RefreshState, Trigger
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.session import Session

@@ -36,8 +36,7 @@ from dtables.sql.dynamic_syntax import (
     ShowDynamicTables,
     target_lag,
 )
-from dtables.dynamic.vocabulary import SchedulingState
-from scheduler.vocabulary import RefreshState, Trigger
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.session import Session

@@ -1,6 +1,6 @@
-"""The words of dynamic-table refreshes, defined once (the refresh states and triggers the scheduler shares are in
-``scheduler.vocabulary``; the REFRESH_MODE and INITIALIZE settings in ``dtables.sql.dynamic_syntax``, whose parser
-sits below this package).
+"""The words of dynamic-table refreshes, defined once. The refresh states, triggers and scheduling states the
+scheduler shares are in ``scheduler.vocabulary``; the REFRESH_MODE and INITIALIZE settings in
+``dtables.sql.dynamic_syntax``, whose parser sits below this package.
 
 Enums mix in ``str`` so a member equals the plain word stored in the state store and shown to users, and prints as
 that word.
@@ -30,10 +30,3 @@ class Write(Word):
     MERGE = "MERGE"
     REWRITE = "REWRITE"
     OVERWRITE = "OVERWRITE"
-
-
-class SchedulingState(Word):
-    """Whether the scheduler refreshes a dynamic table (``dynamic_tables.state``)."""
-
-    ACTIVE = "ACTIVE"
-    SUSPENDED = "SUSPENDED"

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import differentiation as diff
-from differentiation.vocabulary import INSERT, ChangeFormat
+from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import quote_column
 from dtables.changes.interval import open_log
@@ -134,7 +134,7 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:
     data = [c for c in df.columns if not c.startswith("METADATA$")]
     action, is_update = F.col(quote_column(ch.ACTION)), F.col(quote_column(ch.ISUPDATE))
-    change_type = (F.when(is_update & (action == "DELETE"), F.lit("UPDATE_BEFORE"))
+    change_type = (F.when(is_update & (action == DELETE), F.lit("UPDATE_BEFORE"))
                    .when(is_update, F.lit("UPDATE_AFTER")).otherwise(action))
     if stream.source_kind == "VIEW" or ch.COMMIT_VERSION not in df.columns:
         version, stamp = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
@@ -148,11 +148,11 @@ def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval],
     before = (spark.read.format("delta").option("versionAsOf", interval.start_version).load(interval.location)
               .select(row_id_string(meta.table_id, F.col("_metadata.row_id")).alias("__old_rid"),
                       F.col("_metadata.row_commit_version").cast("long").alias("__old_version")))
-    deletes = df.where(action == "DELETE")
+    deletes = df.where(action == DELETE)
     old = deletes.join(before, deletes[quote_column(ch.ROW_ID)] == before["__old_rid"], "left") \
         .withColumn(ch.COMMIT_VERSION, F.coalesce(F.col("__old_version"), F.col(quote_column(ch.COMMIT_VERSION)))) \
         .drop("__old_rid", "__old_version")
-    combined = df.where(action != "DELETE").unionByName(old)
+    combined = df.where(action != DELETE).unionByName(old)
     times = log.commit_timestamps()
     pairs = [x for v, ms in times.items()
              for x in (F.lit(v).cast("long"), F.lit(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)))]

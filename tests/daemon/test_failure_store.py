@@ -8,12 +8,11 @@ from types import SimpleNamespace
 
 from dtables.daemon.failures import FailureStore
 from dtables.dynamic import definition as defs
-from dtables.dynamic.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState
-from scheduler.vocabulary import RefreshState
+from scheduler.vocabulary import RefreshState, SchedulingState
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

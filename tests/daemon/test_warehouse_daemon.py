@@ -19,7 +19,7 @@ from dtables.daemon import DaemonOptions, WarehouseDaemon, is_transient
 from dtables.daemon.failures import FailureStore
 from dtables.daemon.schedule import choose_base_period_s, refresh_running
 from dtables.dynamic import definition as defs
-from dtables.dynamic.vocabulary import SchedulingState
+from scheduler.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.dynamic.executor import table_lock
 from dtables.testing import assert_same_rows
