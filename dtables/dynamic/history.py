@@ -60,7 +60,7 @@ class RefreshRecord:
     ended_at: dt.datetime | None
     state: str
     error: str | None
-    write_kind: str | None = None  # how the new contents were written (see dynamic.plan.WRITES)
+    write_kind: str | None = None  # how the new contents were written (see dynamic.vocabulary.Write)
     spark_jobs: int | None = None  # where the refresh spent its time (dtables.spark.jobs.WorkCost)
     job_seconds: float | None = None
     driver_seconds: float | None = None
