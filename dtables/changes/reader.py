@@ -38,17 +38,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from differentiation.vocabulary import ACTION as HIDDEN_ACTION
-from differentiation.vocabulary import (
-    DELETE,
-    INSERT,
-    METADATA_ACTION,
-    METADATA_ISUPDATE,
-    METADATA_ROW_ID,
-    ChangeFormat,
-    Shape,
-)
-from differentiation.vocabulary import ROW_ID as HIDDEN_ROW_ID
+# The change-set column names are differentiation's, under the names this package has always exported: ACTION,
+# ISUPDATE and ROW_ID the METADATA$ columns users see, DELTA_ACTION and DELTA_ROW_ID the hidden columns of
+# differentiation's change sets and snapshots.
+from differentiation.vocabulary import ACTION as DELTA_ACTION
+from differentiation.vocabulary import DELETE, INSERT, ChangeFormat, Shape
+from differentiation.vocabulary import METADATA_ACTION as ACTION
+from differentiation.vocabulary import METADATA_ISUPDATE as ISUPDATE
+from differentiation.vocabulary import METADATA_ROW_ID as ROW_ID
+from differentiation.vocabulary import ROW_ID as DELTA_ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
@@ -67,10 +65,6 @@ from dtables.changes.scan import (
 from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, check_files_retained, plan_changes
 from dtables.changes.storage import join
 
-# The change-set columns are differentiation's: ACTION, ISUPDATE and ROW_ID the METADATA$ ones users see, the DELTA_
-# ones the hidden columns of its change sets and snapshots.
-ACTION, ISUPDATE, ROW_ID = METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
-DELTA_ACTION, DELTA_ROW_ID = HIDDEN_ACTION, HIDDEN_ROW_ID
 COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
 METADATA_COLUMNS = (ACTION, ISUPDATE, ROW_ID, COMMIT_VERSION, COMMIT_TIMESTAMP)
