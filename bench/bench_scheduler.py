@@ -30,7 +30,8 @@ from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.executor import refresh
 from scheduler.lag import RefreshRecord, lag_metrics
-from scheduler.runner import SKIPPED, TableRunResult, TickResult
+from scheduler.runner import TableRunResult, TickResult
+from scheduler.vocabulary import RefreshState
 
 SOURCES = 4
 
@@ -59,7 +60,7 @@ def _tick_overhead_s(daemon: WarehouseDaemon, reps: int) -> tuple[float, float]:
         plan = daemon.planner.plan_tick(states)
         planned = time.perf_counter()
         result = TickResult(plan.data_timestamp, "SCHEDULED",
-                            tuple(TableRunResult(n, SKIPPED, error="bench") for n in names))
+                            tuple(TableRunResult(n, RefreshState.SKIPPED, error="bench") for n in names))
         record_not_refreshed(daemon.session.store, result, result.results)
         planning.append(planned - start)
         recording.append(time.perf_counter() - planned)

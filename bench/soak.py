@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from scheduler.vocabulary import RefreshState
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("refresh", "consume", "ingest")
@@ -215,7 +216,7 @@ def _refresh_check(session: Any, writer: Writer) -> Check:
         check.duplicated += sum(extra.values())
         if missing or extra:
             check.samples.append(f"{name}: missing {list(missing)[:3]}, extra {list(extra)[:3]}")
-        stuck = [r.refresh_id for r in history.records(session.store, name) if r.state == history.EXECUTING]
+        stuck = [r.refresh_id for r in history.records(session.store, name) if r.state == RefreshState.EXECUTING]
         if stuck:
             check.problems.append(f"{name}: refreshes {stuck} left EXECUTING")
     return check

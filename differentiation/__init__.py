@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from differentiation.build import build_plan
-from differentiation.derive import ChangeFormat, ChangeStats, Derivative, differentiate
+from differentiation.derive import Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
 from differentiation.delta_nodes import KeyFilter, KeyProbe
 from differentiation.output import changes_query, explain, key_probes, snapshot_query
@@ -11,9 +11,10 @@ from differentiation.prune import PruneSite
 from differentiation.rules import RULES
 from differentiation.sources import Sources
 from differentiation.support import incremental_reason
+from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 __all__ = [
-    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Sources",
+    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Sources",
     "UnsupportedQuery", "build_plan", "changes_query", "differentiate", "explain", "incremental_reason", "key_probes",
     "snapshot_query",
 ]

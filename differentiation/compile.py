@@ -26,10 +26,10 @@ from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.sources import Sources
 from differentiation.sql import (
-    ACTION, DELETE, INSERT, ROW_ID, alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign,
-    string,
+    alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign, string,
 )
 from differentiation.types import avg_expression, sum_type
+from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 
 
 def push_at(node: Node, when: str | None = None) -> Node:

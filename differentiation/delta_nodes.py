@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.plan import Node, Scalar, Scan
+from differentiation.vocabulary import ACTIONS, DELETE
 
 WHENS = ("start", "end")
-ACTIONS = ("INSERT", "DELETE")
 
 
 class Leaf(Node):
@@ -121,7 +121,7 @@ class Signed(Node):
         return True
 
     def label(self) -> str:
-        return "π−" if self.action == "DELETE" else "π+"
+        return "π−" if self.action == DELETE else "π+"
 
 
 @dataclass(frozen=True)

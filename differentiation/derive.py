@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -13,26 +12,7 @@ from differentiation.plan import Node
 from differentiation.rewrite import DeriveContext, Rule, replace
 from differentiation.rules import RULES
 from differentiation.support import incremental_reason
-
-
-class ChangeFormat(enum.Enum):
-    DEFAULT = "DEFAULT"  # minimum delta, ISUPDATE computed last
-    APPEND_ONLY = "APPEND_ONLY"  # fresh inserts only; monotonic plans only
-
-
-@dataclass(frozen=True)
-class ChangeStats:
-    """What kinds of changes a base table had over the interval (both False: unchanged)."""
-
-    inserts: bool = True
-    deletes: bool = True
-
-    @property
-    def changed(self) -> bool:
-        return self.inserts or self.deletes
-
-
-SHAPES = ("ADDED_ONLY", "REMOVED_ONLY", "MINIMIZE", "NO_DATA")
+from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 
 @dataclass(frozen=True)
@@ -41,11 +21,11 @@ class Derivative:
 
     source: Node
     plan: Node
-    shape: str
+    shape: Shape
     information: ChangeFormat
 
     def __post_init__(self) -> None:
-        if self.shape not in SHAPES or not self.plan.is_delta:
+        if self.shape not in tuple(Shape) or not self.plan.is_delta:
             raise ValueError("a derivative is a change set of a known shape")
 
     def columns(self) -> tuple[str, ...]:
@@ -55,17 +35,17 @@ class Derivative:
         return f"{self.information.value} shape={self.shape}\n{self.plan.to_text()}"
 
 
-def _shape(plan: Node, changed: frozenset[str], stats: Mapping[str, ChangeStats], append_only: bool) -> str:
+def _shape(plan: Node, changed: frozenset[str], stats: Mapping[str, ChangeStats], append_only: bool) -> Shape:
     if not changed:
-        return "NO_DATA"
+        return Shape.NO_DATA
     if append_only or non_monotonic_operator(plan) is not None:
-        return "ADDED_ONLY" if append_only else "MINIMIZE"
+        return Shape.ADDED_ONLY if append_only else Shape.MINIMIZE
     kinds = [stats.get(t, ChangeStats()) for t in changed]
     if all(not k.deletes for k in kinds):
-        return "ADDED_ONLY"
+        return Shape.ADDED_ONLY
     if all(not k.inserts for k in kinds):
-        return "REMOVED_ONLY"
-    return "MINIMIZE"
+        return Shape.REMOVED_ONLY
+    return Shape.MINIMIZE
 
 
 def differentiate(
@@ -98,10 +78,10 @@ def differentiate(
     stats = dict(stats or {})
     changed = frozenset(t for t in plan.base_tables() if stats.get(t, ChangeStats()).changed)
     shape = _shape(plan, changed, stats, append_only)
-    if shape == "NO_DATA":
+    if shape == Shape.NO_DATA:
         return Derivative(plan, Empty(plan), shape, information)
     ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan)
     delta = replace(Delta(plan), dict(rules), ctx)
-    if shape == "MINIMIZE":
+    if shape == Shape.MINIMIZE:
         delta = Consolidate(delta)
     return Derivative(plan, delta, shape, information)

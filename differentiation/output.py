@@ -11,12 +11,15 @@ from differentiation.build import build_plan
 from differentiation import prune
 from differentiation.compile import compile_plan, push_at
 from differentiation.delta_nodes import At, KeyFilter, KeyProbe
-from differentiation.derive import ChangeFormat, Derivative, differentiate
+from differentiation.derive import Derivative, differentiate
 from differentiation.plan import Node
 from differentiation.prune import PruneSite
 from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
 from differentiation.sources import Sources, When
-from differentiation.sql import ACTION, ROW_ID, alias, col, ident
+from differentiation.sql import alias, col, ident
+from differentiation.vocabulary import (
+    ACTION, METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID, ROW_ID, ChangeFormat, Shape,
+)
 
 
 def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
@@ -34,14 +37,14 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     """
     plan = prune.prune_keys(push_at(d.plan), keys) if keys else d.plan
     compiler, body = compile_plan(plan, sources)
-    if d.shape == "MINIMIZE" and d.information is ChangeFormat.DEFAULT:
+    if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])
         is_update: exp.Expr = exp.NEQ(this=over_row_id(exp.Min), expression=over_row_id(exp.Max))
     else:
         is_update = exp.false()
-    select = exp.select(*(col(c) for c in d.columns()), alias(col(ACTION), "METADATA$ACTION"),
-                        alias(is_update, "METADATA$ISUPDATE"), alias(col(ROW_ID), "METADATA$ROW_ID")).from_(
+    select = exp.select(*(col(c) for c in d.columns()), alias(col(ACTION), METADATA_ACTION),
+                        alias(is_update, METADATA_ISUPDATE), alias(col(ROW_ID), METADATA_ROW_ID)).from_(
         exp.Table(this=ident(body)))
     return compiler.query(select)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-ROW_ID, ACTION = "__row_id", "__action"
-INSERT, DELETE = "INSERT", "DELETE"
+from differentiation.vocabulary import ACTION, INSERT
 
 
 def ident(name: str) -> exp.Identifier:

@@ -42,7 +42,19 @@ def normalize(name: str) -> str:
 
 
 def quote(name: str) -> str:
-    return ".".join(f"`{p}`" for p in normalize(name).split("."))
+    """``People`` -> ```default`.`people```: a table name normalized and quoted for Spark SQL."""
+    return ".".join(quote_column(p) for p in normalize(name).split("."))
+
+
+def quote_column(name: str) -> str:
+    """A column (or one name part) quoted for Spark, as is: ``F.col(quote_column(c))``, SQL text."""
+    return f"`{name}`"
+
+
+def qualified(db: str | None, name: str) -> str:
+    """``db.name`` as written, or ``name`` alone when there is no database (e.g. a sqlglot table's ``db`` and
+    ``name``); ``normalize`` it to compare it with stored names."""
+    return f"{db}.{name}" if db else name
 
 
 class Catalog:
@@ -127,7 +139,7 @@ class Catalog:
                     from dtables.sql.spark_errors import first_sentences
 
                     raise SqlError(f"view {key} cannot be used: its query fails: "
-                                   f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from None
+                                   f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from e
             self._registered.add(key)
 
     def ensure_all_registered(self) -> None:
@@ -152,7 +164,7 @@ class Catalog:
             for t in self.spark.catalog.listTables(db):
                 if t.isTemporary:
                     continue
-                key = f"{db}.{t.name}".lower()
+                key = qualified(db, t.name).lower()
                 if key in mine:
                     continue
                 kind = "VIEW" if t.tableType == "VIEW" else "TABLE"

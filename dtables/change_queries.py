@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 import differentiation as diff
+from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import TABLE_KINDS, normalize
+from dtables.catalog import TABLE_KINDS, normalize, qualified
 from dtables.changes.sources import IntervalSources, differentiation_stats
-from dtables.errors import ChangeTrackingError, SqlError
+from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
 from dtables.sql.output_names import column_list, name_outputs
 from dtables.sql.references import aliased_table, replace_table
 
@@ -48,12 +49,12 @@ def _as_bound(value: Any) -> ch.Bound | None:
     if value is None or isinstance(value, ch.Bound):
         return value
     if isinstance(value, bool):
-        raise TypeError("a change bound is a version number, a timestamp or a Bound")
+        raise UsageTypeError("a change bound is a version number, a timestamp or a Bound")
     if isinstance(value, int):
         return ch.Bound.version(value)
     if isinstance(value, (dt.datetime, str)):
         return ch.Bound.timestamp(value)
-    raise TypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
+    raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
 def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
@@ -102,7 +103,7 @@ def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
 
 def information_of(clause: exp.Changes) -> str:
     info = clause.args["information"].name.upper()
-    if info not in ("DEFAULT", "APPEND_ONLY"):
+    if info not in tuple(ChangeFormat):
         raise SqlError(f"CHANGES(INFORMATION => {info}) is not supported; use DEFAULT or APPEND_ONLY")
     return info
 
@@ -110,7 +111,7 @@ def information_of(clause: exp.Changes) -> str:
 # -- change sets ----------------------------------------------------------------------------------------------------
 
 
-def changes_of(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+def changes_of(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     """The change set of a table or view over ``bounds`` as a DataFrame (columns, then ``METADATA$`` columns)."""
     obj = session.catalog.lookup(name)
     if obj is not None and obj["kind"] == "VIEW":
@@ -146,7 +147,7 @@ def expand_views(session: Session, query: exp.Expr, depth: int = 0) -> exp.Expr:
     if depth > 32:
         raise SqlError("views nest more than 32 levels deep (a cycle?)")
     for table in list(query.find_all(exp.Table)):
-        obj = session.catalog.lookup(f"{table.db}.{table.name}" if table.db else table.name)
+        obj = session.catalog.lookup(qualified(table.db, table.name))
         if obj is None or obj["kind"] != "VIEW":
             continue
         inner = view_query(session, obj["name"])
@@ -174,17 +175,17 @@ def plan_view(session: Session, name: str) -> Any:
     try:
         return diff.build_plan(query, _schema(session, tables))
     except diff.UnsupportedQuery as e:
-        raise SqlError(f"cannot compute changes of view {name}: {e}") from None
+        raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 
 
-def view_changes(session: Session, name: str, bounds: Bounds, information: str = "DEFAULT") -> Any:
+def view_changes(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     plan = plan_view(session, name)
     intervals = _view_intervals(session, name, plan.base_tables(), bounds)
     stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
     try:
-        derivative = diff.differentiate(plan, diff.ChangeFormat[information], stats)
+        derivative = diff.differentiate(plan, ChangeFormat(information), stats)
     except diff.UnsupportedQuery as e:
-        raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from None
+        raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
     query = IntervalSources(session.spark, intervals).changes_query(derivative)
     return session.spark.sql(query.sql(dialect="spark"))
 
@@ -200,10 +201,10 @@ def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds
             for t in tables}
 
 
-def explain_view_changes(session: Session, name: str, information: str = "DEFAULT") -> str:
+def explain_view_changes(session: Session, name: str, information: str = ChangeFormat.DEFAULT) -> str:
     """The view's plan and its derivative, as text."""
     plan = plan_view(session, name)
-    return diff.explain(plan, information=diff.ChangeFormat[information])
+    return diff.explain(plan, information=ChangeFormat(information))
 
 
 # -- statements ----------------------------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def resolve_changes(session: Session, tree: exp.Expr, statement: str) -> exp.Exp
         clause = table.args.get("changes")
         if clause is None:
             continue
-        name = f"{table.db}.{table.name}" if table.db else table.name
+        name = qualified(table.db, table.name)
         if table.db.lower() == "delta" and "/" in table.name:
             name = f"delta.`{table.name}`"
         df = changes_of(session, name, bounds_of(session, clause, statement), information_of(clause))
@@ -234,7 +235,7 @@ def explain_changes_clause(session: Session, tree: exp.Expr, statement: str) -> 
         clause = table.args.get("changes")
         if clause is None:
             continue
-        name = f"{table.db}.{table.name}" if table.db else table.name
+        name = qualified(table.db, table.name)
         obj = session.catalog.lookup(name)
         info = information_of(clause)
         if obj is not None and obj["kind"] == "VIEW":

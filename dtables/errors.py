@@ -26,3 +26,12 @@ class ChangeTrackingError(DtablesError):
 
 class StateStoreError(DtablesError):
     """The state store cannot be opened or migrated."""
+
+
+class UsageError(DtablesError, ValueError):
+    """A Python API or a setting was given a value it cannot take. Also a ValueError, as these errors were before
+    they joined this hierarchy, so code catching ValueError still catches them."""
+
+
+class UsageTypeError(UsageError, TypeError):
+    """A Python API was given a value of a type it cannot take (also a TypeError, as these errors were)."""

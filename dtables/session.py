@@ -10,10 +10,12 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ChangeFormat
 from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
 from dtables.spark.fs import is_local, unreachable_over_connect
 from dtables.state import StateStore
+from scheduler.vocabulary import RefreshState
 
 
 def warehouse_uri(warehouse: str | os.PathLike[str]) -> str:
@@ -59,7 +61,7 @@ class Session:
         return self.spark.table(name)
 
     def changes(self, table: str, start: Any = None, end: Any = None, *, before: Any = None,
-                information: str = "DEFAULT") -> Any:
+                information: str = ChangeFormat.DEFAULT) -> Any:
         """What changed in a table or view: ``start`` (state at a version int, a timestamp, or a
         ``dtables.changes.Bound``) up to ``end`` (inclusive; default latest). ``before=`` starts just before a
         version instead. Same result as ``SELECT * FROM t CHANGES(INFORMATION => ...) AT(...) END(...)``."""
@@ -94,7 +96,7 @@ class Session:
         from dtables.dynamic.executor import refresh
 
         records = refresh(self, [names] if isinstance(names, str) else names, data_timestamp=data_timestamp)
-        bad = [r for r in records if r.state != "SUCCEEDED"]
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad and raise_on_failure:
             raise RefreshFailed(bad[-1].error or f"refresh of {bad[-1].name} ended {bad[-1].state}", tuple(records))
         return records

@@ -16,6 +16,7 @@ from scheduler.periods import (
 )
 from scheduler.runner import FailureState, RefreshOutcome, Refresher, RetryPolicy, TickResult, TickRunner
 from scheduler.ticks import Clock, ManualClock, SystemClock, TableState, TickPlan, TickPlanner
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 __all__ = [
     "DAG", "CycleError", "DaemonLockedError", "SchedulerError", "TargetLagError", "UnknownTableError",
@@ -23,4 +24,5 @@ __all__ = [
     "DOWNSTREAM", "PeriodDecision", "TargetLag", "compute_periods", "expected_duration_s", "parse_target_lag",
     "FailureState", "RefreshOutcome", "Refresher", "RetryPolicy", "TickResult", "TickRunner",
     "Clock", "ManualClock", "SystemClock", "TableState", "TickPlan", "TickPlanner",
+    "RefreshState", "SchedulingState", "Trigger",
 ]

@@ -44,13 +44,13 @@ class DaemonLock:
         handle = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except BlockingIOError as e:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             handle.close()
             raise DaemonLockedError(
                 f"another dtables daemon (pid {holder}) is already running for this warehouse; lock file {self.path}"
-            ) from None
+            ) from e
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

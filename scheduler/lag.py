@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-SUCCEEDED = "SUCCEEDED"
+from scheduler.vocabulary import RefreshState
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def lag_metrics(
     if now <= window_start:
         raise ValueError(f"empty window: {window_start.isoformat()} .. {now.isoformat()}")
     successes = sorted(
-        (r for r in history if r.state == SUCCEEDED and r.end_time <= now), key=lambda r: r.end_time
+        (r for r in history if r.state == RefreshState.SUCCEEDED and r.end_time <= now), key=lambda r: r.end_time
     )
     latest: datetime | None = None  # d(t) as the sweep advances
     segments: list[tuple[datetime, datetime, datetime | None]] = []  # (from, to, d on that piece)

@@ -24,13 +24,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.dag import DAG
-from scheduler.ticks import SCHEDULED, TickPlan
-
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-UPSTREAM_FAILED = "UPSTREAM_FAILED"
-SKIPPED = "SKIPPED"
-CANCELLED = "CANCELLED"
+from scheduler.ticks import TickPlan
+from scheduler.vocabulary import RefreshState, Trigger
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ class TickResult:
 
     @property
     def succeeded(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self.results if r.state == SUCCEEDED)
+        return tuple(r.name for r in self.results if r.state == RefreshState.SUCCEEDED)
 
 
 @dataclass
@@ -168,9 +163,10 @@ class TickRunner:
                 if name in done or name in running.values():
                     continue
                 if cancel.is_set():
-                    done[name] = TableRunResult(name, CANCELLED, error="scheduler shutting down")
+                    done[name] = TableRunResult(name, RefreshState.CANCELLED, error="scheduler shutting down")
                     continue
-                blocker = next((u for u in upstreams[name] if u in done and done[u].state != SUCCEEDED), None)
+                blocker = next((u for u in upstreams[name] if u in done and done[u].state != RefreshState.SUCCEEDED),
+                               None)
                 if blocker is not None:
                     done[name] = self._blocked(name, blocker, done[blocker])
                 elif all(u in done for u in upstreams[name]):
@@ -186,7 +182,7 @@ class TickRunner:
                 newly_suspended += self._account(name, result, plan.trigger, failures)
 
         results = tuple(done[n] for n in order) + tuple(
-            TableRunResult(s.name, SKIPPED, error=s.reason) for s in plan.skipped
+            TableRunResult(s.name, RefreshState.SKIPPED, error=s.reason) for s in plan.skipped
         )
         return TickResult(plan.data_timestamp, plan.trigger, results, tuple(newly_suspended))
 
@@ -198,26 +194,28 @@ class TickRunner:
             try:
                 outcome = self.refresher.refresh(name, plan.data_timestamp, plan.trigger)
             except Exception as exc:  # noqa: BLE001 - a broken refresher must not take other tables down
-                outcome = RefreshOutcome(FAILED, error=f"{type(exc).__name__}: {exc}", transient=False)
+                outcome = RefreshOutcome(RefreshState.FAILED, error=f"{type(exc).__name__}: {exc}",
+                                         transient=False)
             total_s += outcome.duration_s
-            retry = outcome.state == FAILED and outcome.transient and attempts <= self.retry.max_retries
+            retry = outcome.state == RefreshState.FAILED and outcome.transient and attempts <= self.retry.max_retries
             if not retry or cancel.is_set():
                 return TableRunResult(name, outcome.state, outcome.action, outcome.error, attempts, total_s)
             self.sleep(self.retry.backoff_s(attempts))
 
     @staticmethod
     def _blocked(name: str, upstream: str, upstream_result: TableRunResult) -> TableRunResult:
-        if upstream_result.state in (FAILED, UPSTREAM_FAILED):
-            return TableRunResult(name, UPSTREAM_FAILED, error=f"upstream {upstream} failed in this tick")
-        state = upstream_result.state if upstream_result.state in (CANCELLED, SKIPPED) else UPSTREAM_FAILED
+        if upstream_result.state in (RefreshState.FAILED, RefreshState.UPSTREAM_FAILED):
+            return TableRunResult(name, RefreshState.UPSTREAM_FAILED, error=f"upstream {upstream} failed in this tick")
+        stopped = (RefreshState.CANCELLED, RefreshState.SKIPPED)
+        state = upstream_result.state if upstream_result.state in stopped else RefreshState.UPSTREAM_FAILED
         return TableRunResult(name, state, error=f"upstream {upstream} ended {upstream_result.state}")
 
     def _account(self, name: str, result: TableRunResult, trigger: str, failures: FailureState) -> list[str]:
         """Update failure counts; suspend after too many consecutive scheduled failures. Returns new suspensions."""
-        if result.state == SUCCEEDED:
+        if result.state == RefreshState.SUCCEEDED:
             failures.consecutive_failures.pop(name, None)
             return []
-        if result.state != FAILED or trigger != SCHEDULED:
+        if result.state != RefreshState.FAILED or trigger != Trigger.SCHEDULED:
             return []
         count = failures.consecutive_failures.get(name, 0) + 1
         failures.consecutive_failures[name] = count

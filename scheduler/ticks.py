@@ -16,12 +16,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from scheduler.dag import DAG
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
-
-SCHEDULED = "SCHEDULED"
-MANUAL = "MANUAL"
 
 
 # -- clocks ---------------------------------------------------------------------------------------------------------
@@ -208,7 +206,7 @@ class TickPlanner:
             if name not in reasons and (last is None or last < target):
                 reader = next(d for d in due if name in self.dag.upstream_closure([d]))
                 reasons[name] = f"upstream of {reader}, needed at this data timestamp"
-        return self._assemble(now, target, SCHEDULED, reasons, state, excluded)
+        return self._assemble(now, target, Trigger.SCHEDULED, reasons, state, excluded)
 
     def plan_manual(
         self, names: Iterable[str], states: Mapping[str, TableState], now: datetime | None = None
@@ -222,7 +220,7 @@ class TickPlanner:
         reasons = {}
         for name in self.dag.upstream_closure(wanted):
             reasons[name] = "requested" if name in wanted else "upstream of a requested table"
-        return self._assemble(now, now, MANUAL, reasons, state, {})
+        return self._assemble(now, now, Trigger.MANUAL, reasons, state, {})
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _excluded(self, state: Mapping[str, TableState]) -> dict[str, NotRefreshed]:
@@ -234,7 +232,7 @@ class TickPlanner:
             else:
                 cause = next(s for s in suspended if s in self.dag.upstream_closure([name]))
                 reason = f"upstream {cause} is suspended"
-            excluded[name] = NotRefreshed(name, "SUSPENDED", reason)
+            excluded[name] = NotRefreshed(name, SchedulingState.SUSPENDED, reason)
         return excluded
 
     def _assemble(
@@ -251,18 +249,20 @@ class TickPlanner:
         for name in self.dag.topological_order(reasons):
             if state[name].running:
                 skipped[name] = NotRefreshed(
-                    name, "SKIPPED", "previous refresh still running; the next refresh covers the whole interval"
+                    name, RefreshState.SKIPPED,
+                    "previous refresh still running; the next refresh covers the whole interval",
                 )
                 continue
             for up in self.dag.upstreams(name):
                 up_last = state[up].last_data_timestamp
                 if up in skipped:
-                    skipped[name] = NotRefreshed(name, "SKIPPED", f"upstream {up} cannot refresh in this tick")
+                    skipped[name] = NotRefreshed(name, RefreshState.SKIPPED,
+                                                 f"upstream {up} cannot refresh in this tick")
                     break
                 if up not in reasons and up_last is not None and up_last > target:
                     skipped[name] = NotRefreshed(
                         name,
-                        "SKIPPED",
+                        RefreshState.SKIPPED,
                         f"upstream {up} is at a later data timestamp ({up_last.isoformat()}); the next tick aligns",
                     )
                     break

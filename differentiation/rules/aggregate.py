@@ -5,6 +5,7 @@ from __future__ import annotations
 from differentiation.delta_nodes import At, Delta, KeySet, Restrict, Signed, Sum
 from differentiation.plan import Aggregate, Node
 from differentiation.rewrite import DeriveContext
+from differentiation.vocabulary import DELETE, INSERT
 
 
 def derive_aggregate(node: Delta, *, ctx: DeriveContext) -> Node:
@@ -24,7 +25,7 @@ def derive_aggregate(node: Delta, *, ctx: DeriveContext) -> Node:
     def side(when: str, action: str) -> Node:
         return Signed(agg.copy(child=Restrict(At(agg.child, when), (key_exprs,), keys)), action)
 
-    return Sum((side("start", "DELETE"), side("end", "INSERT")))
+    return Sum((side("start", DELETE), side("end", INSERT)))
 
 
 def derive_aggregate_any(node: Delta, *, ctx: DeriveContext) -> Node:

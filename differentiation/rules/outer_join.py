@@ -7,6 +7,7 @@ from differentiation.errors import UnsupportedQuery
 from differentiation.plan import Join, Node
 from differentiation.rewrite import DeriveContext
 from differentiation.support import equi_keys
+from differentiation.vocabulary import DELETE, INSERT
 
 
 def derive_outer_join(node: Delta, *, ctx: DeriveContext) -> Node:
@@ -32,6 +33,6 @@ def derive_outer_join(node: Delta, *, ctx: DeriveContext) -> Node:
         exprs.append(right_keys)
     keys = KeySet(tuple(inputs), tuple(exprs))
     alternatives = (left_keys, right_keys)
-    before = Signed(Restrict(At(join, "start"), alternatives, keys), "DELETE")
-    after = Signed(Restrict(At(join, "end"), alternatives, keys), "INSERT")
+    before = Signed(Restrict(At(join, "start"), alternatives, keys), DELETE)
+    after = Signed(Restrict(At(join, "end"), alternatives, keys), INSERT)
     return Sum((before, after))

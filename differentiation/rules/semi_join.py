@@ -7,6 +7,7 @@ from differentiation.delta_nodes import At, Delta, KeySet, Restrict, Signed, Sum
 from differentiation.plan import Join, Node
 from differentiation.rewrite import DeriveContext
 from differentiation.support import equi_keys
+from differentiation.vocabulary import DELETE, INSERT
 
 
 def derive_semi_join(node: Delta, *, ctx: DeriveContext) -> Node:
@@ -35,5 +36,5 @@ def derive_semi_join(node: Delta, *, ctx: DeriveContext) -> Node:
             right = Restrict(At(join.right, when), (right_keys,), keys) if right_keys else At(join.right, when)
             return Signed(join.copy(left=old_left, right=right), action)
 
-        terms += [verdict("start", "DELETE"), verdict("end", "INSERT")]
+        terms += [verdict("start", DELETE), verdict("end", INSERT)]
     return terms[0] if len(terms) == 1 else Sum(tuple(terms))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from differentiation.delta_nodes import At, Delta, KeySet, Restrict, Signed, Sum
 from differentiation.plan import Node, Window
 from differentiation.rewrite import DeriveContext
+from differentiation.vocabulary import DELETE, INSERT
 
 
 def derive_window(node: Delta, *, ctx: DeriveContext) -> Node:
@@ -22,4 +23,4 @@ def derive_window(node: Delta, *, ctx: DeriveContext) -> Node:
     def side(when: str, action: str) -> Node:
         return Signed(window.copy(child=Restrict(At(window.child, when), (window.partition,), keys)), action)
 
-    return Sum((side("start", "DELETE"), side("end", "INSERT")))
+    return Sum((side("start", DELETE), side("end", INSERT)))

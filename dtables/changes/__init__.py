@@ -46,6 +46,7 @@ interval does not show falls back to Delta time-travel scans (correct, unpruned)
 
 from __future__ import annotations
 
+from differentiation.vocabulary import ChangeStats, Shape
 from dtables.changes.errors import (
     HistoryNotRetained,
     InvalidInterval,
@@ -69,7 +70,7 @@ from dtables.changes.reader import (
     redundant_delta,
     snapshot,
 )
-from dtables.changes.shapes import ChangePlan, ChangeStats, FileScan, Shape, change_stats, plan_changes
+from dtables.changes.shapes import ChangePlan, FileScan, change_stats, plan_changes
 
 # Properties dtables sets on every table it creates so that changes can be read exactly and cheaply.
 TRACKED_TABLE_PROPERTIES = {

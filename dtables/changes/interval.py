@@ -108,7 +108,7 @@ def resolve_location(spark: Any, table: str) -> str:
         detail = spark.sql(f"DESCRIBE DETAIL {table}").select("format", "location").first()
     except Exception as e:  # the analyzer error is long and Java-flavoured; keep its first line only
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise NotADeltaTable(f"cannot read changes of {table}: {first_line}") from None
+        raise NotADeltaTable(f"cannot read changes of {table}: {first_line}") from e
     if detail is None or (detail["format"] or "").lower() != "delta":
         raise NotADeltaTable(
             f"cannot read changes of {table}: it is not a Delta table (format {detail and detail['format']}); "

@@ -38,6 +38,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+# The change-set column names are differentiation's, under the names this package has always exported: ACTION,
+# ISUPDATE and ROW_ID the METADATA$ columns users see, DELTA_ACTION and DELTA_ROW_ID the hidden columns of
+# differentiation's change sets and snapshots.
+from differentiation.vocabulary import ACTION as DELTA_ACTION
+from differentiation.vocabulary import DELETE, INSERT, ChangeFormat, Shape
+from differentiation.vocabulary import METADATA_ACTION as ACTION
+from differentiation.vocabulary import METADATA_ISUPDATE as ISUPDATE
+from differentiation.vocabulary import METADATA_ROW_ID as ROW_ID
+from differentiation.vocabulary import ROW_ID as DELTA_ROW_ID
+from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
@@ -52,18 +62,12 @@ from dtables.changes.scan import (
     table_schema,
     without_marked_rows,
 )
-from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, Shape, check_files_retained, plan_changes
+from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, check_files_retained, plan_changes
 from dtables.changes.storage import join
 
-ACTION = "METADATA$ACTION"
-ISUPDATE = "METADATA$ISUPDATE"
-ROW_ID = "METADATA$ROW_ID"
 COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
 METADATA_COLUMNS = (ACTION, ISUPDATE, ROW_ID, COMMIT_VERSION, COMMIT_TIMESTAMP)
-
-DELTA_ACTION = "__action"  # redundant delta / snapshot columns, for the differentiation engine
-DELTA_ROW_ID = "__row_id"
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def _output_schema(metadata: TableMetadata) -> T.StructType:
 def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
     """From (table columns, action, is_update, __rid, version) to the public CHANGES columns."""
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.col(ACTION),
         F.col(ISUPDATE),
         row_id_string(plan.metadata.table_id, F.col(RID)).alias(ROW_ID),
@@ -124,7 +128,7 @@ def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
 
 
 def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: list[str]) -> DataFrame:
-    row = lambda: F.struct(*[F.col(f"`{c}`") for c in columns])  # noqa: E731
+    row = lambda: F.struct(*[F.col(quote_column(c)) for c in columns])  # noqa: E731
     old = removed.select(row().alias("o_row"), F.col(RID).alias("o_rid"), _removed_at(plan).alias("o_ver"))
     new = added.select(row().alias("n_row"), F.col(RID).alias("n_rid"), F.col(RCV).alias("n_ver"))
     joined = old.join(new, F.col("o_rid") == F.col("n_rid"), "full_outer")
@@ -137,9 +141,9 @@ def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: l
         F.col(rid).alias(RID),
         ver.alias(COMMIT_VERSION),
     )
-    delete = F.when(F.col("o_rid").isNotNull() & ~unchanged, change("o_row", "DELETE", "o_rid",
+    delete = F.when(F.col("o_rid").isNotNull() & ~unchanged, change("o_row", DELETE, "o_rid",
                                                                     F.coalesce(F.col("n_ver"), F.col("o_ver"))))
-    insert = F.when(F.col("n_rid").isNotNull() & ~unchanged, change("n_row", "INSERT", "n_rid", F.col("n_ver")))
+    insert = F.when(F.col("n_rid").isNotNull() & ~unchanged, change("n_row", INSERT, "n_rid", F.col("n_ver")))
     # One pass over the join result (not a union of two selects, which would run the join twice).
     exploded = joined.select(F.explode(F.array(delete, insert)).alias("c")).where(F.col("c").isNotNull())
     return exploded.select(
@@ -153,7 +157,7 @@ def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: l
 
 def _side(df: DataFrame, columns: list[str], action: str, version: Column) -> DataFrame:
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.lit(action).alias(ACTION),
         F.lit(False).alias(ISUPDATE),
         F.col(RID),
@@ -165,36 +169,36 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
     """The CHANGES DataFrame of a plan (lazy: building it runs no Spark job)."""
     schema = _output_schema(plan.metadata)
     columns = [f.name for f in table_schema(plan.metadata).fields]
-    if plan.shape == "NO_DATA":
+    if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], schema)
     check_files_retained(spark, plan)
     location = plan.interval.location
-    if plan.information == "APPEND_ONLY":
+    if plan.information == ChangeFormat.APPEND_ONLY:
         parts = [
             scan_files(spark, location, plan.metadata, scan).where(F.col(FRESH)) for scan in plan.inserted
         ]
         inserted = parts[0]
         for part in parts[1:]:
             inserted = inserted.unionByName(part)
-        return _finish(plan, _side(inserted, columns, "INSERT", F.col(RCV)), columns)
+        return _finish(plan, _side(inserted, columns, INSERT, F.col(RCV)), columns)
     removed = scan_files(spark, location, plan.metadata, plan.removed) if plan.removed else None
     added = scan_files(spark, location, plan.metadata, plan.added) if plan.added else None
-    if plan.shape == "ADDED_ONLY":
+    if plan.shape == Shape.ADDED_ONLY:
         assert added is not None
-        return _finish(plan, _side(added, columns, "INSERT", F.col(RCV)), columns)
-    if plan.shape == "REMOVED_ONLY":
+        return _finish(plan, _side(added, columns, INSERT, F.col(RCV)), columns)
+    if plan.shape == Shape.REMOVED_ONLY:
         assert removed is not None
-        return _finish(plan, _side(removed, columns, "DELETE", _removed_at(plan)), columns)
+        return _finish(plan, _side(removed, columns, DELETE, _removed_at(plan)), columns)
     assert removed is not None and added is not None
     if plan.change_files is not None and change_data_files(spark):
         removed, maybe_added = _change_data_sides(spark, plan)
         if maybe_added is None:
-            return _finish(plan, _side(removed, columns, "DELETE", _removed_at(plan)), columns)
+            return _finish(plan, _side(removed, columns, DELETE, _removed_at(plan)), columns)
         added = maybe_added
     return _finish(plan, _minimize(plan, removed, added, columns), columns)
 
 
-def read_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangeRead:
+def read_changes(spark: Any, interval: Interval, information: str = ChangeFormat.DEFAULT) -> ChangeRead:
     """Changes of ``interval`` in ``information`` format: ``DEFAULT`` (minimum delta) or ``APPEND_ONLY``.
 
     DEFAULT: the smallest set of INSERT/DELETE rows that turns the table at ``start_version`` into the table at
@@ -210,7 +214,7 @@ def read_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -
     return ChangeRead(execute_plan(spark, plan), plan.shape, interval, plan)
 
 
-def explain_changes(spark: Any, interval: Interval, information: str = "DEFAULT") -> ChangePlan:
+def explain_changes(spark: Any, interval: Interval, information: str = ChangeFormat.DEFAULT) -> ChangePlan:
     """The plan a change read would run (shape, files, scans), without running it: ``.shape``, ``.to_text()``."""
     return plan_changes(spark, interval, information)
 
@@ -227,7 +231,7 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False) 
     vectors writes no change data), compute it here in one Spark job (a local checkpoint) rather than at each of
     the places a derivative reads it, each of which would scan those files again.
     """
-    plan = plan_changes(spark, interval, "DEFAULT")
+    plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
     df = _redundant_delta(spark, plan)
     return df.localCheckpoint(eager=True) if read_once and _picks_rows(spark, plan) else df
 
@@ -246,13 +250,13 @@ def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
         table_schema(plan.metadata).fields
         + [T.StructField(DELTA_ACTION, T.StringType(), False), T.StructField(DELTA_ROW_ID, T.StringType(), False)]
     )
-    if plan.shape == "NO_DATA":
+    if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], out_schema)
     check_files_retained(spark, plan)
     if plan.removed is not None and plan.added is not None:
         return _without_copies(spark, plan, columns)
     parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan), action, columns)
-             for scan, action in ((plan.removed, "DELETE"), (plan.added, "INSERT")) if scan is not None]
+             for scan, action in ((plan.removed, DELETE), (plan.added, INSERT)) if scan is not None]
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
@@ -278,15 +282,15 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
         copied_ids, F.col("__gone") == F.col("__copied"), "left_anti")
     deletes = removed.join(F.broadcast(gone_ids), F.col(RID) == F.col("__gone"), "left_semi")
     inserts = added.where(F.col(RCV) > start)
-    return _delta_rows(plan, deletes, "DELETE", columns).unionByName(_delta_rows(plan, inserts, "INSERT", columns))
+    return _delta_rows(plan, deletes, DELETE, columns).unionByName(_delta_rows(plan, inserts, INSERT, columns))
 
 
 def _from_change_data(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFrame:
     """``_without_copies`` from Delta's change data files (``_change_data_sides``)."""
     removed, added = _change_data_sides(spark, plan)
-    parts = [_delta_rows(plan, removed, "DELETE", columns)]
+    parts = [_delta_rows(plan, removed, DELETE, columns)]
     if added is not None:
-        parts.append(_delta_rows(plan, added, "INSERT", columns))
+        parts.append(_delta_rows(plan, added, INSERT, columns))
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
@@ -310,7 +314,7 @@ def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFra
 
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         F.lit(action).alias(DELTA_ACTION),
         row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
     )
@@ -351,7 +355,7 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         df = spark.read.format("delta").option("versionAsOf", version).load(location)
         row_id = F.col("_metadata.row_id")
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
+        *[F.col(quote_column(c)) for c in columns],
         row_id_string(meta.table_id, row_id).alias(DELTA_ROW_ID),
     )
 

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from dtables.catalog import quote_column
 from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.shapes import FileScan, RowFilter
@@ -115,10 +116,11 @@ def _scan_direct(
     file, row_index = F.col(FILE), F.col(_ROW_INDEX)
     base_row_id = _per_file(scan.files, lambda f: f.base_row_id, T.LongType(), file)
     fresh_id = base_row_id + row_index
-    row_id = F.coalesce(F.col(f"`{mat_rid}`"), fresh_id) if mat_rid else fresh_id
-    fresh = (F.col(f"`{mat_rid}`").isNull() | (F.col(f"`{mat_rid}`") == fresh_id)) if mat_rid else F.lit(True)
+    row_id = F.coalesce(F.col(quote_column(mat_rid)), fresh_id) if mat_rid else fresh_id
+    materialized = F.col(quote_column(mat_rid)) if mat_rid else None
+    fresh = (materialized.isNull() | (materialized == fresh_id)) if materialized is not None else F.lit(True)
     default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType(), file)
-    rcv = F.coalesce(F.col(f"`{mat_rcv}`"), default_rcv) if mat_rcv else default_rcv
+    rcv = F.coalesce(F.col(quote_column(mat_rcv)), default_rcv) if mat_rcv else default_rcv
     return tagged.select(
         *_columns(schema, partition_columns, files, file),
         row_id.alias(RID),
@@ -136,7 +138,7 @@ def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[
         return raw
     tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
     on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
-    return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(f"`{c}`") for c in raw.columns])
+    return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(quote_column(c)) for c in raw.columns])
 
 
 _INDEX = "__picked_row_index"
@@ -193,8 +195,8 @@ def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files:
                                   f"set spark.dtables.changeDataFiles=false to read the data files instead"))
     return raw.select(
         *_columns(schema, partition_columns, files),
-        F.coalesce(F.col(f"`{mat_rid}`"), missing).alias(RID),
-        F.coalesce(F.col(f"`{mat_rcv}`"), missing).alias(RCV),
+        F.coalesce(F.col(quote_column(mat_rid)), missing).alias(RID),
+        F.coalesce(F.col(quote_column(mat_rcv)), missing).alias(RCV),
         F.col("_metadata.file_name").alias(FILE),
         F.col(CHANGE_TYPE),
     )
@@ -209,7 +211,7 @@ def _columns(schema: T.StructType, partition_columns: set[str], files: tuple[Fil
             value = _per_file(files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType(), file)
             columns.append(value.cast(f.dataType).alias(f.name))
         else:
-            columns.append(F.col(f"`{f.name}`"))
+            columns.append(F.col(quote_column(f.name)))
     return columns
 
 
@@ -217,7 +219,7 @@ def _scan_delta(spark: Any, location: str, schema: T.StructType, scan: FileScan)
     df = spark.read.format("delta").option("versionAsOf", scan.version).load(location)
     meta = F.col("_metadata")
     return df.where(meta.getField("file_name").isin(list(scan.file_names))).select(
-        *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields],
+        *[F.col(quote_column(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields],
         meta.getField("row_id").alias(RID),
         meta.getField("row_commit_version").alias(RCV),
         meta.getField("file_name").alias(FILE),

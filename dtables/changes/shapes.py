@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote
 
+from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 from dtables.changes.deletion_vectors import DeletionVectorDescriptor
 from dtables.changes.errors import HistoryNotRetained, InvalidInterval
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit, DeltaLog, FileAction, TableMetadata
 from dtables.changes.storage import Storage, join
 
-Shape = Literal["NO_DATA", "ADDED_ONLY", "REMOVED_ONLY", "MINIMIZE"]
-Information = Literal["DEFAULT", "APPEND_ONLY"]
-INFORMATION_VALUES: tuple[str, ...] = ("DEFAULT", "APPEND_ONLY")
 
 
 @dataclass(frozen=True)
@@ -82,21 +80,11 @@ class FileScan:
 
 
 @dataclass(frozen=True)
-class ChangeStats:
-    """What the interval did, read from the log only (no Spark job): used to pick plan shapes."""
-
-    inserts: bool
-    deletes: bool
-    added_files: int = 0
-    removed_files: int = 0
-
-
-@dataclass(frozen=True)
 class ChangePlan:
     """Everything a change read will do, decided before any Spark job runs."""
 
     interval: Interval
-    information: Information
+    information: ChangeFormat
     shape: Shape
     metadata: TableMetadata = field(compare=False)
     removed: FileScan | None = None  # read at the interval start: DELETE candidates
@@ -140,7 +128,7 @@ class ChangePlan:
             f"CHANGES(INFORMATION => {self.information}) of {self.interval}",
             f"  shape: {self.shape}",
         ]
-        if self.information == "APPEND_ONLY":
+        if self.information == ChangeFormat.APPEND_ONLY:
             for scan in self.inserted:
                 lines.append(side("inserted", scan))
         else:
@@ -250,19 +238,19 @@ def _change_data(
 
 
 def plan_changes(
-    spark: Any, interval: Interval, information: str = "DEFAULT", *, force_delta_scan: bool = False
+    spark: Any, interval: Interval, information: str = ChangeFormat.DEFAULT, *, force_delta_scan: bool = False
 ) -> ChangePlan:
     """Decide how to read the changes of ``interval``: the files of each side, how to scan them, the shape.
 
     Reads only the Delta log (plus, rarely, the file list of the start snapshot, see ``_present_at_start``).
     ``force_delta_scan`` plans Delta time-travel scans even where direct parquet reads would do (for checks).
     """
-    information = information.upper()
-    if information not in INFORMATION_VALUES:
+    if information.upper() not in tuple(ChangeFormat):
         raise InvalidInterval(
-            f"changes of {interval.table}: INFORMATION => {information} is not a change format; "
+            f"changes of {interval.table}: INFORMATION => {information.upper()} is not a change format; "
             f"use DEFAULT or APPEND_ONLY"
         )
+    information = ChangeFormat(information.upper())
     log = open_log(spark, interval)
     end_meta = log.metadata_at(interval.end_version)
     timestamps = log.commit_timestamps()
@@ -271,12 +259,12 @@ def plan_changes(
     )
     base = dict(interval=interval, information=information, metadata=end_meta, commit_timestamps_ms=commit_ts)
     if interval.is_empty:
-        return ChangePlan(shape="NO_DATA", **base)  # type: ignore[arg-type]
+        return ChangePlan(shape=Shape.NO_DATA, **base)  # type: ignore[arg-type]
     history = _walk(log, interval)
     # Parquet content equals the table rows only without column mapping; deletion vectors are handled per side.
     direct_ok = end_meta.column_mapping == "none" and not force_delta_scan
 
-    if information == "APPEND_ONLY":
+    if information == ChangeFormat.APPEND_ONLY:
         by_version: dict[tuple[int, bool], list[FileAction]] = {}
         for h in history.values():
             if h.first.kind == "add" and h.first.data_change:
@@ -287,7 +275,7 @@ def plan_changes(
         scans = [FileScan(direct_files, interval.end_version, True)] if direct_files else []
         scans += [FileScan(tuple(fs), v, False) for (v, d), fs in sorted(by_version.items()) if not d]
         return ChangePlan(
-            shape="ADDED_ONLY" if scans else "NO_DATA", inserted=tuple(scans), **base  # type: ignore[arg-type]
+            shape=Shape.ADDED_ONLY if scans else Shape.NO_DATA, inserted=tuple(scans), **base  # type: ignore[arg-type]
         )
 
     uncertain = [p for p, h in history.items() if h.first.kind == "add" and not h.first.data_change]
@@ -346,14 +334,14 @@ def plan_changes(
     removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed, tuple(removed_filters)) \
         if removed else None
     added_scan = FileScan(tuple(added), interval.end_version, direct_added, tuple(added_filters)) if added else None
-    shape: Shape = (
-        "MINIMIZE"
+    shape = (
+        Shape.MINIMIZE
         if removed and added
-        else "ADDED_ONLY"
+        else Shape.ADDED_ONLY
         if added
-        else "REMOVED_ONLY"
+        else Shape.REMOVED_ONLY
         if removed
-        else "NO_DATA"
+        else Shape.NO_DATA
     )
     return ChangePlan(
         shape=shape,
@@ -391,4 +379,4 @@ def check_files_retained(spark: Any, plan: ChangePlan) -> None:
 
 def change_stats(spark: Any, interval: Interval) -> ChangeStats:
     """Whether the interval inserted and/or deleted rows (at file granularity), from the Delta log only."""
-    return plan_changes(spark, interval, "DEFAULT").stats
+    return plan_changes(spark, interval, ChangeFormat.DEFAULT).stats

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import differentiation as diff
+from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.keys import (
     DEFAULT_MIN_BYTES,
@@ -48,7 +49,7 @@ class IntervalSources:
             name = f"__dtables_src_{next(_view_names)}"
             build().createOrReplaceTempView(name)
             self._views[key] = name
-        return f"`{self._views[key]}`"
+        return quote_column(self._views[key])
 
     def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
@@ -125,5 +126,4 @@ class IntervalSources:
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:
     """The kinds of changes of ``interval`` (from the log, no Spark job) in the form ``differentiate`` takes."""
-    kinds = change_stats(spark, interval)
-    return diff.ChangeStats(inserts=kinds.inserts, deletes=kinds.deletes)
+    return change_stats(spark, interval)

@@ -14,6 +14,7 @@ import typer
 from dtables.cli.app import JsonOption, ProfileOption, ProjectOption, app, console, err, failing_cleanly, \
     print_rows, project_session
 from dtables.errors import DtablesError
+from scheduler.vocabulary import RefreshState
 
 
 def project_state_store_path(project: Path, profile: Optional[str]) -> Path:
@@ -68,7 +69,7 @@ def daemon(
         try:
             _probe_lock(state_dir)
         except DaemonLockedError as e:
-            raise _refused(str(e)) from None  # before Spark starts: a second daemon refuses at once
+            raise _refused(str(e)) from e  # before Spark starts: a second daemon refuses at once
         session = project_session(project, profile)
         options = DaemonOptions(max_parallel=max_parallel, suspend_after=suspend_after, base_period_s=base_period,
                                 shutdown_timeout_s=shutdown_timeout)
@@ -76,8 +77,8 @@ def daemon(
         try:
             service.run(once=once)
         except DaemonLockedError as e:
-            raise _refused(str(e)) from None
-    if once and any(r.state == "FAILED" for result in service.results for r in result.results):
+            raise _refused(str(e)) from e
+    if once and any(r.state == RefreshState.FAILED for result in service.results for r in result.results):
         raise typer.Exit(1)
 
 
@@ -135,6 +136,7 @@ def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> di
     from dtables.daemon.failures import FailureStore
     from dtables.daemon.schedule import USER_SUSPENDED, last_finished
     from dtables.dynamic import definition as defs
+    from scheduler.vocabulary import SchedulingState
 
     store = open_project_store(project, profile)
     if store is None:
@@ -144,7 +146,7 @@ def dag_node_notes(project: Path, profile: Optional[str], limit: int = 80) -> di
     for d in defs.load_all(store):
         last = last_finished(store, d.name)
         lines = [f"last {last.state} {last.action or ''}".strip() if last else "never refreshed"]
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             reason = reasons.get(d.name, USER_SUSPENDED)
             lines.append("SUSPENDED: " + (reason if len(reason) <= limit else reason[: limit - 3] + "..."))
         notes[d.name] = lines
@@ -169,9 +171,9 @@ def render_dag_png(graph, label, output: Path) -> str:  # type: ignore[no-untype
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
+    except ImportError as e:
         raise DtablesError("--format png needs Graphviz's `dot` program on PATH (apt-get install graphviz) or "
-                           "matplotlib (pip install 'dtables[png]')") from None
+                           "matplotlib (pip install 'dtables[png]')") from e
     import networkx as nx
 
     drawn = nx.DiGraph()

@@ -12,6 +12,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dtables.cli.app import JsonOption, ProfileOption, ProjectOption, app, console, failing_cleanly, \
     print_dataframe, print_rows, project_session
+from scheduler.vocabulary import RefreshState
 
 PLAN_COLUMNS = ["kind", "name", "status", "refresh", "why"]
 
@@ -75,10 +76,10 @@ def refresh_cmd(
             records = session.refresh(wanted, raise_on_failure=False)
         rows = [[r.name, r.action, r.state, r.rows_inserted, r.rows_deleted, r.rows_updated,
                  round((r.ended_at - r.started_at).total_seconds(), 2) if r.ended_at else None,
-                 r.reason if r.state == "SUCCEEDED" else r.error] for r in records]
+                 r.reason if r.state == RefreshState.SUCCEEDED else r.error] for r in records]
         print_rows(["table", "action", "state", "inserted", "deleted", "updated", "seconds", "why / error"],
                    rows, as_json, title=f"refresh at {records[0].data_timestamp:%Y-%m-%d %H:%M:%S} UTC")
-        if any(r.state != "SUCCEEDED" for r in records):
+        if any(r.state != RefreshState.SUCCEEDED for r in records):
             raise typer.Exit(1)
 
 

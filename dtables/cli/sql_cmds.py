@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from differentiation.vocabulary import ChangeFormat
 from dtables.cli.app import JsonOption, ProfileOption, ProjectOption, app, failing_cleanly, print_dataframe, \
     print_rows, project_session
 
@@ -52,7 +53,7 @@ def changes(
     with failing_cleanly():
         session = project_session(project, profile)
         df = session.changes(table, start=_bound(since), end=_bound(until) if until else None,
-                             information="APPEND_ONLY" if append_only else "DEFAULT")
+                             information=ChangeFormat.APPEND_ONLY if append_only else ChangeFormat.DEFAULT)
         print_dataframe(df, as_json)
 
 

@@ -21,6 +21,7 @@ from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState, TableRunResult, TickResult
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 
 class FailureStore:
@@ -54,7 +55,8 @@ class FailureStore:
                     (name, failures.consecutive_failures.get(name, 0), failures.suspended.get(name), now))
             for name in newly_suspended:
                 # defs.set_fields would commit on its own connection; the suspension and its reason go together.
-                conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (defs.SUSPENDED, normalize(name)))
+                conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?",
+                             (SchedulingState.SUSPENDED, normalize(name)))
 
     def sync_resumed(self, failures: FailureState, dag: DAG[str],
                      definitions: Mapping[str, defs.Definition]) -> list[str]:
@@ -80,20 +82,20 @@ class FailureStore:
                 changed = True
         resumed: list[str] = []
         for name in dag.topological_order():
-            if name in persisted and name in failures.suspended and definitions[name].state == defs.ACTIVE:
+            if name in persisted and name in failures.suspended and definitions[name].state == SchedulingState.ACTIVE:
                 resumed += failures.resume(dag, name)
         if resumed or changed:
             self.save(failures)
             with self.store.connect() as conn:
                 for name in resumed:
-                    conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (defs.ACTIVE, name))
+                    conn.execute("UPDATE dynamic_tables SET state = ? WHERE name = ?", (SchedulingState.ACTIVE, name))
         return resumed
 
 
 def _refreshed_manually_since(store: StateStore, name: str) -> bool:
     """Whether the table's newest refresh is a successful one the daemon did not run (its failures are older)."""
     last = history.latest(store, name)
-    return last is not None and last.state == history.SUCCEEDED and last.trigger != "SCHEDULED"
+    return last is not None and last.state == RefreshState.SUCCEEDED and last.trigger != Trigger.SCHEDULED
 
 
 def record_not_refreshed(store: StateStore, result: TickResult, results: Iterable[TableRunResult]) -> dict[str, str]:
@@ -121,7 +123,7 @@ def record_suspensions(store: StateStore, result: TickResult, failures: FailureS
         if rid is None:
             rid = history.new_refresh_id()
             history.start(store, name, rid, result.trigger, result.data_timestamp, None,
-                          state=history.UPSTREAM_FAILED)
-            history.update(store, rid, state=history.UPSTREAM_FAILED, error=failures.suspended.get(name))
+                          state=RefreshState.UPSTREAM_FAILED)
+            history.update(store, rid, state=RefreshState.UPSTREAM_FAILED, error=failures.suspended.get(name))
         history.update(store, rid, reason=reason)
 

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 from dtables.dynamic import history
 from dtables.dynamic.definition import to_iso
 from dtables.dynamic.executor import refresh as refresh_tables
+from dtables.dynamic.vocabulary import Action
 from dtables.errors import DtablesError
 from scheduler.runner import RefreshOutcome
+from scheduler.vocabulary import RefreshState
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -60,26 +62,26 @@ class ScheduledRefresher:
         except DtablesError as e:  # the table was dropped since the tick was planned
             took = time.monotonic() - started
             log.warning("refresh of %s to %s FAILED after %.2f s (%s): %s", name, to_iso(data_timestamp), took, why, e)
-            return RefreshOutcome(history.FAILED, error=str(e), duration_s=took)
+            return RefreshOutcome(RefreshState.FAILED, error=str(e), duration_s=took)
         took = time.monotonic() - started
         self.refresh_ids[(name, data_timestamp)] = record.refresh_id
         state, error = record.state, record.error
-        if state == history.FAILED and self.cancelling.is_set():
-            state, error = history.CANCELLED, f"cancelled at daemon shutdown (timeout); {error}"
+        if state == RefreshState.FAILED and self.cancelling.is_set():
+            state, error = RefreshState.CANCELLED, f"cancelled at daemon shutdown (timeout); {error}"
             history.update(self.session.store, record.refresh_id, state=state, error=error)
-        transient = state == history.FAILED and is_transient(error)
+        transient = state == RefreshState.FAILED and is_transient(error)
         _log(name, data_timestamp, why, record, state, error, took, transient)
         return RefreshOutcome(state, action=record.action or "", error=error, transient=transient, duration_s=took)
 
 
 def _log(name: str, at: dt.datetime, why: str, record: history.RefreshRecord, state: str, error: str | None,
          took: float, transient: bool) -> None:
-    if state == history.SUCCEEDED:
+    if state == RefreshState.SUCCEEDED:
         rows = ""
-        if record.action not in (None, "NO_DATA"):
+        if record.action not in (None, Action.NO_DATA):
             rows = f" +{record.rows_inserted or 0} -{record.rows_deleted or 0} ~{record.rows_updated or 0} rows,"
         log.info("refreshed %s to %s: %s,%s %.2f s (%s)", name, to_iso(at), record.action, rows, took, why)
-    elif state == history.FAILED:
+    elif state == RefreshState.FAILED:
         kind = "transient" if transient else "user error, not retried"
         log.warning("refresh of %s to %s FAILED after %.2f s (%s; %s): %s", name, to_iso(at), took, why, kind, error)
     else:

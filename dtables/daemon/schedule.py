@@ -32,6 +32,7 @@ from scheduler.periods import (
     parse_target_lag,
 )
 from scheduler.ticks import TableState
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.daemon.failures import FailureStore
@@ -83,9 +84,9 @@ def _durations(store: StateStore, now: dt.datetime) -> dict[str, list[float]]:
         "  SELECT name, started_at, ended_at,"
         "         ROW_NUMBER() OVER (PARTITION BY name ORDER BY started_at DESC) AS recent"
         "  FROM refresh_history"
-        "  WHERE state = 'SUCCEEDED' AND trigger != 'CREATION' AND ended_at IS NOT NULL AND started_at >= ?)"
+        "  WHERE state = ? AND trigger != ? AND ended_at IS NOT NULL AND started_at >= ?)"
         " WHERE recent <= ? ORDER BY name, started_at",
-        (defs.to_iso(now - DURATION_LOOKBACK), DURATION_SAMPLES))
+        (RefreshState.SUCCEEDED, Trigger.CREATION, defs.to_iso(now - DURATION_LOOKBACK), DURATION_SAMPLES))
     out: dict[str, list[float]] = {}
     for name, started, ended in rows:
         out.setdefault(name, []).append((from_iso(ended) - from_iso(started)).total_seconds())  # type: ignore[operator]
@@ -102,7 +103,7 @@ def load_snapshot(store: StateStore, *, base_period_s: float, suspended: Mapping
     lags = {n: parse_target_lag(d.target_lag) for n, d in found.items()}
     durations = {n: expected_duration_s(ds, last_n=DURATION_SAMPLES) for n, ds in _durations(store, now).items()
                  if n in found}
-    ignore = set(suspended) | {n for n, d in found.items() if d.state == defs.SUSPENDED}
+    ignore = set(suspended) | {n for n, d in found.items() if d.state == SchedulingState.SUSPENDED}
     decisions = compute_periods(dag, lags, durations, base_period_s=base_period_s, ignore=ignore)
     return Snapshot(found, dag, lags, durations, decisions)
 
@@ -138,7 +139,7 @@ def table_states(store: StateStore, snapshot: Snapshot, failures: FailureStore |
     out = {}
     for name, d in snapshot.definitions.items():
         reason = None
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             reason = reasons.get(name, USER_SUSPENDED)
         out[name] = TableState(last_data_timestamp=d.data_timestamp, running=refresh_running(store, name),
                                suspended_reason=reason)
@@ -147,5 +148,5 @@ def table_states(store: StateStore, snapshot: Snapshot, failures: FailureStore |
 
 def last_finished(store: StateStore, name: str) -> history.RefreshRecord | None:
     """The table's latest refresh record that is not EXECUTING."""
-    done = [r for r in history.records(store, name) if r.state != history.EXECUTING]
+    done = [r for r in history.records(store, name) if r.state != RefreshState.EXECUTING]
     return done[-1] if done else None

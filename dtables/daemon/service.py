@@ -23,8 +23,9 @@ from dtables.spark.sessions import is_connect
 from dtables.dynamic import definition as defs
 from scheduler.daemon import Daemon
 from scheduler.periods import parse_target_lag
-from scheduler.runner import SKIPPED, FailureState, RetryPolicy, TableRunResult, TickResult, TickRunner
+from scheduler.runner import FailureState, RetryPolicy, TableRunResult, TickResult, TickRunner
 from scheduler.ticks import Clock, SystemClock, TableState, TickPlan, TickPlanner, grid_floor
+from scheduler.vocabulary import RefreshState
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -175,7 +176,7 @@ class WarehouseDaemon(Daemon):
     def _worth_recording(self, r: TableRunResult, result: TickResult) -> bool:
         """One SKIPPED record per period of the table, not one per tick: the planner finds a table whose refresh
         is still running due again at every tick until it ends."""
-        if r.state != SKIPPED:
+        if r.state != RefreshState.SKIPPED:
             return True
         point = grid_floor(result.data_timestamp, self.snapshot.periods_s.get(r.name) or self.base_period_s)
         if self._skipped_at.get(r.name) == point:

@@ -17,6 +17,7 @@ from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.daemon import LOCK_FILE
 from scheduler.lag import RefreshRecord, lag_metrics
+from scheduler.vocabulary import RefreshState, SchedulingState
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,13 @@ def table_status(store: StateStore, *, window: dt.timedelta = dt.timedelta(hours
         lag = snapshot.lags[name]
         decision = snapshot.decisions[name]
         records = history.records(store, name)
-        finished = [r for r in records if r.state != history.EXECUTING]
+        finished = [r for r in records if r.state != RefreshState.EXECUTING]
         last = finished[-1] if finished else None
         created = defs.from_iso(d.created_at.replace("Z", "+00:00")) if d.created_at else None
         start = max(now - window, created) if created is not None and created < now else now - window
         metrics = lag_metrics(_lag_input(records), window_start=start, now=now, target_lag_s=lag.seconds)
         suspended = None
-        if d.state == defs.SUSPENDED:
+        if d.state == SchedulingState.SUSPENDED:
             suspended = failures.suspended.get(name, USER_SUSPENDED)
         out.append(TableStatus(
             name=name, target_lag=str(lag), period_s=decision.effective_period_s,
@@ -102,7 +103,7 @@ def table_status(store: StateStore, *, window: dt.timedelta = dt.timedelta(hours
             window_start=defs.to_iso(start) or "", refreshes_in_window=metrics.refreshes_in_window,
             last_refresh_state=last.state if last else None, last_refresh_action=last.action if last else None,
             last_refresh_at=defs.to_iso(last.ended_at) if last else None,
-            last_error=last.error if last and last.state != history.SUCCEEDED else None,
+            last_error=last.error if last and last.state != RefreshState.SUCCEEDED else None,
             consecutive_failures=failures.consecutive_failures.get(name, 0), suspended_reason=suspended))
     return out
 

@@ -26,6 +26,8 @@ from sqlglot import exp
 
 from differentiation import snapshot_query
 from differentiation.sql import alias, cast, col, ident
+from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA_ROW_ID, ROW_ID
+from dtables.catalog import quote_column
 from dtables.changes.idempotent import logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.reader import table_at
@@ -33,6 +35,7 @@ from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
+from dtables.dynamic.vocabulary import Write
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
@@ -99,7 +102,7 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
     assert action.plan is not None
     helpers = action.plan.columns()[len(columns):]
     (table_at(clone, location, version)
-     .select(*(F.col(f"`{stored_name(h)}`").alias(h) for h in helpers))
+     .select(*(F.col(quote_column(stored_name(h))).alias(h) for h in helpers))
      .createOrReplaceTempView(STATE_VIEW))
 
 
@@ -141,14 +144,14 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
     state, whose change set is computed from the stored groups). Returns the rows the change set inserted,
     deleted and updated where Delta's commit metrics cannot tell (a REWRITE replaces every row); else None."""
-    if action.write == "OVERWRITE":
+    if action.write == Write.OVERWRITE:
         if action.plan is not None:
             body = snapshot_query(action.plan, sources, "end")
             df = _sql(clone, _wrapped(body, *_cast_select(action.plan.columns(), stored_columns(action, columns)),
-                                      alias(col("__row_id"), ROW_ID_COLUMN)))
+                                      alias(col(ROW_ID), ROW_ID_COLUMN)))
         else:  # no plan (the query cannot be built into one): any unique id will do, FULL overwrites every time
             plain = clone.sql(sources.plain_query(query))
-            df = plain.select(*(F.col(f"`{s}`").cast(t.type).alias(t.name) if t.type else F.col(f"`{s}`")
+            df = plain.select(*(F.col(quote_column(s)).cast(t.type).alias(t.name) if t.type else F.col(quote_column(s))
                                 for s, t in _positional(plain.columns, columns)),
                               F.expr("uuid()").alias(ROW_ID_COLUMN))
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location))
@@ -161,20 +164,20 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         register_state(clone, location, state_version, action, columns)
     changes = sources.changes_query(action.derivative)
     plan_cols = action.plan.columns()
-    if action.write == "APPEND":
-        appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), ROW_ID_COLUMN))
-        appended = appended.where(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("INSERT")))
+    if action.write == Write.APPEND:
+        appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), ROW_ID_COLUMN))
+        appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
         _sql(clone, appended).write.format("delta").mode("append").save(location)
         return None
     # One row per row id: its INSERT if it has one (new values), else its DELETE (flagged).
-    pick = exp.Window(this=exp.RowNumber(), partition_by=[col("METADATA$ROW_ID")],
-                      order=exp.Order(expressions=[exp.Ordered(this=col("METADATA$ACTION"), desc=True)]))
+    pick = exp.Window(this=exp.RowNumber(), partition_by=[col(METADATA_ROW_ID)],
+                      order=exp.Order(expressions=[exp.Ordered(this=col(METADATA_ACTION), desc=True)]))
     ranked = _wrapped(changes, exp.Star(), alias(pick, "__dt_pick"))
-    source = exp.select(*_cast_select(plan_cols, targets), alias(col("METADATA$ROW_ID"), "__dt_rid"),
-                        alias(exp.EQ(this=col("METADATA$ACTION"), expression=exp.Literal.string("DELETE")),
+    source = exp.select(*_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), "__dt_rid"),
+                        alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)),
                               "__dt_delete")).from_(ranked.subquery("c")).where(
         exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
-    if action.write == "REWRITE":
+    if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
         return rewrite(clone, location, state_version, _sql(clone, source), targets)
@@ -213,7 +216,7 @@ def rewrite(clone: Any, location: str, version: int, source: Any, targets: Seque
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    rows.select(*(F.col(f"`{c}`") for c in old.columns)).write.format("delta").mode("overwrite").save(location)
+    rows.select(*(F.col(quote_column(c)) for c in old.columns)).write.format("delta").mode("overwrite").save(location)
     metrics = _observed(observation)
     if metrics is None:
         return None

@@ -16,8 +16,9 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify_tables import qualify_tables
 from sqlglot.optimizer.scope import traverse_scope
 
-from dtables.catalog import DEFAULT_DB, normalize
+from dtables.catalog import DEFAULT_DB, normalize, qualified
 from dtables.dynamic.errors import DynamicTableError
+from scheduler.vocabulary import SchedulingState
 from dtables.sql.chains import regrouped
 from dtables.sql.dialect import to_spark
 from dtables.state import StateStore
@@ -28,9 +29,6 @@ ROW_ID_COLUMN = "__dtables_row_id"
 # Every column a dynamic table stores for dtables' own use starts with this prefix (the row id, and the aggregate
 # state of tables maintained as old + ΣΔ); users never see them and may not name a column so.
 STATE_PREFIX = "__dtables_"
-
-INCREMENTAL, FULL = "INCREMENTAL", "FULL"
-ACTIVE, SUSPENDED = "ACTIVE", "SUSPENDED"
 
 
 def now_utc() -> dt.datetime:
@@ -67,7 +65,7 @@ class Definition:
     refresh_mode_chosen: str
     refresh_mode_reason: str
     initialize: str
-    state: str = ACTIVE
+    state: str = SchedulingState.ACTIVE
     comment: str | None = None
     initialized_hash: str | None = None
     source_identities: dict[str, str] = field(default_factory=dict, hash=False)
@@ -101,7 +99,7 @@ def qualify_sources(query: exp.Expr) -> tuple[exp.Expr, tuple[str, ...]]:
         tree = qualify_tables(tree, db=DEFAULT_DB, dialect="spark")
     sources: list[str] = []
     for table in source_tables(tree):
-        name = normalize(f"{table.db}.{table.name}")
+        name = normalize(qualified(table.db, table.name))
         db, short = name.split(".")
         table.set("this", exp.to_identifier(short))
         table.set("db", exp.to_identifier(db))

@@ -33,16 +33,18 @@ from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
-from dtables.dynamic.definition import INCREMENTAL, Column, Definition, now_utc, to_iso
+from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
+from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
+from dtables.dynamic.vocabulary import Action
 from dtables.spark.sessions import own_session
-from dtables.dynamic.plan import NO_DATA, REINITIALIZE, REWRITE_MAX_BYTES, RefreshAction, decide
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
 from dtables.state.store import open_private, private_folder
 from scheduler.dag import DAG
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -73,7 +75,7 @@ def dependency_dag(session: Session, extra: Definition | None = None) -> DAG[str
     return DAG({n: [s for s in d.sources if s in found] for n, d in found.items()})
 
 
-def refresh(session: Session, names: Iterable[str], *, trigger: str = "MANUAL",
+def refresh(session: Session, names: Iterable[str], *, trigger: str = Trigger.MANUAL,
             data_timestamp: dt.datetime | None = None, with_upstreams: bool = True) -> list[history.RefreshRecord]:
     """Refresh ``names`` (and, with ``with_upstreams``, every dynamic table they read) to one data timestamp.
 
@@ -88,8 +90,8 @@ def refresh(session: Session, names: Iterable[str], *, trigger: str = "MANUAL",
     at = _normalize_timestamp(data_timestamp)
     results: dict[str, history.RefreshRecord] = {}
     for name in order:
-        table_trigger = trigger if name in wanted or trigger == "SCHEDULED" else "MANUAL"
-        failed = [u for u in dag.upstreams(name) if u in results and results[u].state != history.SUCCEEDED]
+        table_trigger = trigger if name in wanted or trigger == Trigger.SCHEDULED else Trigger.MANUAL
+        failed = [u for u in dag.upstreams(name) if u in results and results[u].state != RefreshState.SUCCEEDED]
         if failed:
             results[name] = _upstream_failed(session, name, table_trigger, at, failed)
             continue
@@ -100,8 +102,8 @@ def refresh(session: Session, names: Iterable[str], *, trigger: str = "MANUAL",
 def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
                      failed: list[str]) -> history.RefreshRecord:
     rid = history.new_refresh_id()
-    history.start(session.store, name, rid, trigger, at, None, state=history.UPSTREAM_FAILED)
-    history.update(session.store, rid, state=history.UPSTREAM_FAILED,
+    history.start(session.store, name, rid, trigger, at, None, state=RefreshState.UPSTREAM_FAILED)
+    history.update(session.store, rid, state=RefreshState.UPSTREAM_FAILED,
                    error=f"dynamic table {name} was not refreshed: its upstream {', '.join(failed)} did not refresh "
                          f"to {to_iso(at)}")
     record = history.get(session.store, rid)
@@ -127,16 +129,16 @@ def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> h
     with table_lock(session, name):
         d = reconcile(session, name)
         if d.data_timestamp is not None and at <= d.data_timestamp:
-            done = [r for r in history.records(session.store, name, states=(history.SUCCEEDED,))
+            done = [r for r in history.records(session.store, name, states=(RefreshState.SUCCEEDED,))
                     if r.data_timestamp == at]
             if done:
                 return done[-1]  # already refreshed to `at` (an upstream shared by two tables of one batch)
             return _finished_without_refresh(
-                session, d, trigger, at, history.CANCELLED,
+                session, d, trigger, at, RefreshState.CANCELLED,
                 f"dynamic table {name} is already at data timestamp {to_iso(d.data_timestamp)}, later than "
                 f"{to_iso(at)}; a refresh never moves a table back in time")
-        if d.state == defs.SUSPENDED and trigger == "SCHEDULED":
-            return _finished_without_refresh(session, d, trigger, at, history.CANCELLED,
+        if d.state == SchedulingState.SUSPENDED and trigger == Trigger.SCHEDULED:
+            return _finished_without_refresh(session, d, trigger, at, RefreshState.CANCELLED,
                                              f"dynamic table {name} is suspended")
         return _run(session, d, at, trigger)
 
@@ -172,14 +174,14 @@ def reconcile(session: Session, name: str) -> Definition:
                 initialized_hash=meta.definition_hash, source_identities=dict(meta.source_identities),
                 only_if_seq_below=meta.sequence)
         record = history.get(session.store, meta.refresh_id)
-        if record is not None and record.state != history.SUCCEEDED:
-            history.update(session.store, meta.refresh_id, state=history.SUCCEEDED, target_version=commit.version,
+        if record is not None and record.state != RefreshState.SUCCEEDED:
+            history.update(session.store, meta.refresh_id, state=RefreshState.SUCCEEDED, target_version=commit.version,
                            frontier_after=dict(meta.frontier), rows_inserted=commit.rows_inserted,
                            rows_deleted=commit.rows_deleted, rows_updated=commit.rows_updated, error=None,
                            reason=f"{record.reason or ''} (recovered from the Delta log: the process ended after "
                                   f"the commit, before recording it)".strip())
-    for stale in history.records(session.store, name, states=(history.EXECUTING,)):
-        history.update(session.store, stale.refresh_id, state=history.CANCELLED,
+    for stale in history.records(session.store, name, states=(RefreshState.EXECUTING,)):
+        history.update(session.store, stale.refresh_id, state=RefreshState.CANCELLED,
                        error=f"refresh of dynamic table {name} was interrupted before it committed (the process "
                              "ended); nothing was applied, the next refresh starts from the previous frontier")
     return defs.require(session.store, name)
@@ -231,8 +233,8 @@ def _rewrite_max_bytes(session: Session) -> int:
     value = session.spark.conf.get(REWRITE_SWITCH, None)
     try:
         return int(value) if value is not None else REWRITE_MAX_BYTES
-    except ValueError:
-        raise DynamicTableError(f"{REWRITE_SWITCH} must be a number of bytes, not {value!r}") from None
+    except ValueError as e:
+        raise DynamicTableError(f"{REWRITE_SWITCH} must be a number of bytes, not {value!r}") from e
 
 
 def _error_text(name: str, error: BaseException) -> str:
@@ -262,7 +264,7 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
         with work:
             _refresh_once(session, d, at, rid)
     except Exception as e:  # noqa: BLE001 - every failure is recorded; the table keeps its last good contents
-        history.update(store, rid, state=history.FAILED, error=_error_text(name, e))
+        history.update(store, rid, state=RefreshState.FAILED, error=_error_text(name, e))
     cost = work.cost
     history.update(store, rid, spark_jobs=cost.jobs, job_seconds=cost.job_seconds,
                    driver_seconds=cost.driver_seconds, bytes_read=cost.bytes_read, records_read=cost.records_read)
@@ -281,11 +283,11 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
     history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after,
                    write_kind=action.write)
     identities = {n: s.identity for n, s in sources.items()}
-    if action.action == NO_DATA:
+    if action.action == Action.NO_DATA:
         defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
                               frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
                               initialized_hash=d.initialized_hash, source_identities=identities)
-        history.update(store, rid, state=history.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
+        history.update(store, rid, state=RefreshState.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
                        rows_deleted=0, rows_updated=0)
     else:
         with own_session(session.spark) as clone:
@@ -297,11 +299,11 @@ def _apply(session: Session, clone: Any, d: Definition, action: RefreshAction, s
     """Write ``action`` (not NO_DATA) on ``clone``, a session of the refresh's own, and record it."""
     store, name = session.store, d.name
     identities = {n: s.identity for n, s in sources.items()}
-    if action.action == INCREMENTAL:
+    if action.action == Action.INCREMENTAL:
         _tune_for_small_changes(session, clone)
     refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
     columns = d.columns
-    if action.action == REINITIALIZE:  # an upstream schema change may change the output columns
+    if action.action == Action.REINITIALIZE:  # an upstream schema change may change the output columns
         columns = _output_columns(clone, refresh_sources, d)
         if columns != d.columns:
             defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
@@ -334,7 +336,7 @@ def _apply(session: Session, clone: Any, d: Definition, action: RefreshAction, s
     _fault("after_store")
     rows = ((counts.inserted, counts.deleted, counts.updated) if counts is not None else
             (commit.rows_inserted, commit.rows_deleted, commit.rows_updated))
-    history.update(store, rid, state=history.SUCCEEDED, target_version=commit.version,
+    history.update(store, rid, state=RefreshState.SUCCEEDED, target_version=commit.version,
                    rows_inserted=rows[0], rows_deleted=rows[1], rows_updated=rows[2])
 
 
@@ -352,6 +354,6 @@ class DynamicTableRefresher:
             [record] = refresh(self.session, [name], trigger=trigger, data_timestamp=data_timestamp,
                                with_upstreams=False)
         except DtablesError as e:
-            return RefreshOutcome(state=history.FAILED, error=str(e))
+            return RefreshOutcome(state=RefreshState.FAILED, error=str(e))
         took = ((record.ended_at or now_utc()) - started).total_seconds()
         return RefreshOutcome(state=record.state, action=record.action or "", error=record.error, duration_s=took)

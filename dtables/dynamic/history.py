@@ -16,17 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import from_iso, now_utc, to_iso
 from dtables.sql.references import aliased_table, replace_table
 from dtables.state import StateStore
+from scheduler.vocabulary import RefreshState
 
 if TYPE_CHECKING:
     from dtables.session import Session
 
-EXECUTING, SUCCEEDED, FAILED, CANCELLED, UPSTREAM_FAILED = (
-    "EXECUTING", "SUCCEEDED", "FAILED", "CANCELLED", "UPSTREAM_FAILED")
-TRIGGERS = ("MANUAL", "SCHEDULED", "CREATION")
 VIRTUAL_TABLE = "dtables.refresh_history"
 _VIEW = "__dtables_refresh_history"
 
@@ -62,7 +60,7 @@ class RefreshRecord:
     ended_at: dt.datetime | None
     state: str
     error: str | None
-    write_kind: str | None = None  # how the new contents were written (see dynamic.plan.WRITES)
+    write_kind: str | None = None  # how the new contents were written (see dynamic.vocabulary.Write)
     spark_jobs: int | None = None  # where the refresh spent its time (dtables.spark.jobs.WorkCost)
     job_seconds: float | None = None
     driver_seconds: float | None = None
@@ -76,7 +74,7 @@ def new_refresh_id() -> str:
 
 
 def start(store: StateStore, name: str, refresh_id: str, trigger: str, data_timestamp: dt.datetime,
-          frontier_before: Mapping[str, int] | None, state: str = EXECUTING) -> None:
+          frontier_before: Mapping[str, int] | None, state: str = RefreshState.EXECUTING) -> None:
     store.execute(
         "INSERT INTO refresh_history(refresh_id, name, trigger, data_timestamp, frontier_before, started_at, state) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -87,7 +85,7 @@ def start(store: StateStore, name: str, refresh_id: str, trigger: str, data_time
 
 def update(store: StateStore, refresh_id: str, **values: Any) -> None:
     """Set fields of a record; frontiers are given as dicts, ``ended_at`` defaults to now when a state ends it."""
-    if "state" in values and values["state"] != EXECUTING and "ended_at" not in values:
+    if "state" in values and values["state"] != RefreshState.EXECUTING and "ended_at" not in values:
         values["ended_at"] = now_utc()
     for key in ("frontier_before", "frontier_after"):
         if isinstance(values.get(key), Mapping):
@@ -145,8 +143,8 @@ def get(store: StateStore, refresh_id: str) -> RefreshRecord | None:
 def version_at_data_timestamp(store: StateStore, name: str, at: dt.datetime) -> int | None:
     """The version of dynamic table ``name`` that holds its data as of ``at`` (its successful refresh to ``at``)."""
     rows = store.query("SELECT target_version FROM refresh_history WHERE name = ? AND data_timestamp = ? AND "
-                       "state = 'SUCCEEDED' AND target_version IS NOT NULL ORDER BY started_at DESC LIMIT 1",
-                       (normalize(name), to_iso(at)))
+                       "state = ? AND target_version IS NOT NULL ORDER BY started_at DESC LIMIT 1",
+                       (normalize(name), to_iso(at), RefreshState.SUCCEEDED))
     return int(rows[0][0]) if rows else None
 
 
@@ -172,11 +170,11 @@ def point_at_virtual_tables(session: Session, tree: exp.Expr, statement: str) ->
     """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
     from dtables.sql.dialect import to_spark
 
-    hits = [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]
+    hits = [t for t in tree.find_all(exp.Table) if qualified(t.db, t.name).lower() == VIRTUAL_TABLE]
     if not hits:
         return tree, statement
     dataframe(session).createOrReplaceTempView(_VIEW)
     tree = tree.copy()
-    for table in [t for t in tree.find_all(exp.Table) if f"{t.db}.{t.name}".lower() == VIRTUAL_TABLE]:
+    for table in [t for t in tree.find_all(exp.Table) if qualified(t.db, t.name).lower() == VIRTUAL_TABLE]:
         replace_table(table, aliased_table(_VIEW, table.alias or "refresh_history"))
     return tree, to_spark(tree)

@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 from differentiation import ChangeStats, Derivative, UnsupportedQuery, build_plan, differentiate, incremental_reason
 from differentiation.plan import Node
 from differentiation.rules.aggregate_algebraic import state_aggregate, with_state_columns
-from dtables.dynamic.definition import FULL, INCREMENTAL, STATE_PREFIX, Definition
+from differentiation.vocabulary import Shape
+from dtables.dynamic.definition import STATE_PREFIX, Definition
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion
+from dtables.dynamic.vocabulary import Action, Write
+from dtables.sql.dynamic_syntax import RefreshMode
 
-NO_DATA, REINITIALIZE = "NO_DATA", "REINITIALIZE"
-ACTIONS = (NO_DATA, INCREMENTAL, FULL, REINITIALIZE)
-# How the new contents are written: nothing, a plain append of inserts, a MERGE on the row id, one overwrite of
-# the old contents patched with the change set (small tables), an overwrite with the recomputed query.
-WRITES = ("NONE", "APPEND", "MERGE", "REWRITE", "OVERWRITE")
 # Tables up to this size (bytes of their Delta files) take their incremental changes as a REWRITE: reading and
 # writing a few megabytes costs less than the passes of a MERGE (`spark.dtables.refresh.rewriteMaxBytes`).
 REWRITE_MAX_BYTES = 32 * 1024 * 1024
@@ -47,9 +45,9 @@ class RefreshAction:
     derivative: Derivative | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.action not in ACTIONS or self.write not in WRITES:
+        if self.action not in tuple(Action) or self.write not in tuple(Write):
             raise ValueError(f"unknown refresh action {self.action} / write {self.write}")
-        if (self.action == INCREMENTAL) != (self.derivative is not None):
+        if (self.action == Action.INCREMENTAL) != (self.derivative is not None):
             raise ValueError("an INCREMENTAL refresh carries its derivative, and only it")
 
 
@@ -70,7 +68,7 @@ def maintained_plan(plan: Node | None, refresh_mode: str) -> Node | None:
     """The plan whose output the table stores: for an INCREMENTAL top-level COUNT/SUM/AVG aggregate, the query's
     columns plus the helper columns (row count, sums, non-null counts per group) from which the next refresh
     updates the stored groups as old + ΣΔ without rescanning the base tables; otherwise the query's plan."""
-    if plan is not None and refresh_mode == INCREMENTAL and state_aggregate(plan) is not None:
+    if plan is not None and refresh_mode == RefreshMode.INCREMENTAL and state_aggregate(plan) is not None:
         return with_state_columns(plan)
     return plan
 
@@ -94,55 +92,56 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
         return RefreshAction(definition.name, kind, reason, write, data_timestamp, before, after, **more)  # type: ignore[arg-type]
 
     plan, why_not = incremental_support(definition.query, sources)
-    if definition.refresh_mode_chosen == INCREMENTAL and why_not is not None:
+    if definition.refresh_mode_chosen == RefreshMode.INCREMENTAL and why_not is not None:
         raise DynamicTableError(f"dynamic table {definition.name}: its query can no longer be refreshed "
                                 f"incrementally: {why_not}")
     full_plan = maintained_plan(plan, definition.refresh_mode_chosen)
 
+    def recompute(kind: Action, reason: str) -> RefreshAction:
+        return action(kind, reason, Write.OVERWRITE, plan=full_plan)
+
     if not definition.initialized:
-        return action(FULL, "initial refresh: the table has no contents yet", "OVERWRITE", plan=full_plan)
+        return recompute(Action.FULL, "initial refresh: the table has no contents yet")
     if definition.initialized_hash != definition.definition_hash:
-        return action(REINITIALIZE, "the definition changed since the contents were computed", "OVERWRITE",
-                      plan=full_plan)
+        return recompute(Action.REINITIALIZE, "the definition changed since the contents were computed")
     for name, src in sources.items():
         old = definition.source_identities.get(name)
         if old is None:
-            return action(REINITIALIZE, f"{name} is a new source of the query", "OVERWRITE", plan=full_plan)
+            return recompute(Action.REINITIALIZE, f"{name} is a new source of the query")
         if old.split(":")[0] != src.identity.split(":")[0]:
-            return action(REINITIALIZE, f"source {name} was dropped and re-created", "OVERWRITE", plan=full_plan)
+            return recompute(Action.REINITIALIZE, f"source {name} was dropped and re-created")
         if old != src.identity:
-            return action(REINITIALIZE, f"the schema of source {name} changed", "OVERWRITE", plan=full_plan)
+            return recompute(Action.REINITIALIZE, f"the schema of source {name} changed")
         if src.version < before.get(name, src.version):
-            return action(REINITIALIZE, f"source {name} went back from version {before[name]} to {src.version} "
-                          "(restored?)", "OVERWRITE", plan=full_plan)
+            return recompute(Action.REINITIALIZE, f"source {name} went back from version {before[name]} to "
+                             f"{src.version} (restored?)")
     missing = [c for c in state_columns(full_plan, plan) if stored_name(c) not in set(stored_columns)]
     if missing and stored_columns:
-        return action(REINITIALIZE, "the table does not store the aggregate state its incremental refresh needs "
-                      f"({', '.join(stored_name(c) for c in missing)})", "OVERWRITE", plan=full_plan)
+        return recompute(Action.REINITIALIZE, "the table does not store the aggregate state its incremental refresh "
+                         f"needs ({', '.join(stored_name(c) for c in missing)})")
 
     changed = {n: s for n, s in stats.items() if s.changed and after.get(n) != before.get(n)}
     if not changed:
         moved = sorted(n for n in after if after[n] != before.get(n))
         reason = ("no source changed" if not moved else
                   f"commits on {', '.join(moved)} changed no rows")
-        return action(NO_DATA, reason, "NONE")
+        return action(Action.NO_DATA, reason, Write.NONE)
     what = ", ".join(f"{n} ({before[n]} -> {after[n]}: "
                      f"{'+' if s.inserts else ''}{'-' if s.deletes else ''})" for n, s in sorted(changed.items()))
-    if definition.refresh_mode_chosen == FULL:
-        return action(FULL, f"REFRESH_MODE = FULL ({definition.refresh_mode_reason}); changed: {what}", "OVERWRITE",
-                      plan=full_plan)
+    if definition.refresh_mode_chosen == RefreshMode.FULL:
+        return recompute(Action.FULL, f"REFRESH_MODE = FULL ({definition.refresh_mode_reason}); changed: {what}")
     assert plan is not None and full_plan is not None
     all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
     has_state = full_plan is not plan
     derivative = differentiate(full_plan, stats=all_stats, state=has_state)
-    if derivative.shape == "ADDED_ONLY" and not has_state:
-        write = "APPEND"
+    if derivative.shape == Shape.ADDED_ONLY and not has_state:
+        write = Write.APPEND
     elif target_bytes is not None and target_bytes <= rewrite_max_bytes:
-        write = "REWRITE"
+        write = Write.REWRITE
     else:
-        write = "MERGE"
+        write = Write.MERGE
     how = "; aggregate groups updated from their stored state" if has_state else ""
-    return action(INCREMENTAL, f"changed: {what}{how}", write, shape=derivative.shape, plan=full_plan,
+    return action(Action.INCREMENTAL, f"changed: {what}{how}", write, shape=derivative.shape, plan=full_plan,
                   derivative=derivative)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ROW_ID
+from dtables.catalog import qualified, quote_column
 from dtables.changes import Interval, snapshot
 from dtables.changes.sources import IntervalSources
 from dtables.dynamic.definition import STATE_PREFIX
@@ -20,7 +22,7 @@ from dtables.sql.references import aliased_table, replace_table
 
 def _visible(df: Any) -> Any:
     """A snapshot without the change reader's row id and a dynamic table's hidden columns."""
-    return df.drop(*(c for c in df.columns if c == "__row_id" or c.startswith(STATE_PREFIX)))
+    return df.drop(*(c for c in df.columns if c == ROW_ID or c.startswith(STATE_PREFIX)))
 
 
 class RefreshSources(IntervalSources):
@@ -33,13 +35,13 @@ class RefreshSources(IntervalSources):
 
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""
-        return f"`{STATE_VIEW}`"
+        return quote_column(STATE_VIEW)
 
     def plain_query(self, query: str) -> str:
         """``query`` with each source replaced by its snapshot at the new frontier (for queries without a plan)."""
         tree = parse_one(query)
         for table in list(tree.find_all(exp.Table)):
-            name = f"{table.db}.{table.name}".lower()
+            name = qualified(table.db, table.name).lower()
             if name not in self.intervals:
                 continue
             i = self.intervals[name]

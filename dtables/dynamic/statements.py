@@ -12,10 +12,10 @@ from sqlglot import exp
 from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
-from dtables.catalog import new_table_properties, normalize, quote
+from dtables.catalog import new_table_properties, normalize, qualified, quote, quote_column
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.definition import FULL, INCREMENTAL, ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
+from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
@@ -30,17 +30,20 @@ from dtables.sql.dynamic_syntax import (
     CreateDynamicTable,
     DescribeDynamicTable,
     DropDynamicTable,
+    Initialize,
+    RefreshMode,
     SettingError,
     ShowDynamicTables,
     target_lag,
 )
+from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 if TYPE_CHECKING:
     from dtables.session import Session
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 def _sql_string(text: str) -> str:
@@ -63,21 +66,22 @@ def in_users_text(reason: str, query: str, statement: str | None) -> str:
 
 
 def choose_refresh_mode(name: str, requested: str, query: str, sources: dict[str, Any],
-                        statement: str | None = None) -> tuple[str, str]:
+                        statement: str | None = None) -> tuple[RefreshMode, str]:
     """(INCREMENTAL | FULL, reason in words). INCREMENTAL on a query that cannot be differentiated is refused."""
     plan, why_not = incremental_support(query, sources)
     if why_not is not None:
         why_not = in_users_text(why_not, query, statement)
-    if requested == FULL:
-        return FULL, "REFRESH_MODE = FULL was requested"
+    if requested == RefreshMode.FULL:
+        return RefreshMode.FULL, "REFRESH_MODE = FULL was requested"
     if why_not is None:
         rewrites = _rewrites(plan)
-        return INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested" if requested == INCREMENTAL else
-                             "AUTO: every operator of the query can be maintained incrementally") + rewrites
-    if requested == INCREMENTAL:
+        return RefreshMode.INCREMENTAL, ("REFRESH_MODE = INCREMENTAL was requested"
+                                         if requested == RefreshMode.INCREMENTAL else
+                                         "AUTO: every operator of the query can be maintained incrementally") + rewrites
+    if requested == RefreshMode.INCREMENTAL:
         raise DynamicTableError(f"dynamic table {name}: REFRESH_MODE = INCREMENTAL is not possible: {why_not}; "
                                 "use REFRESH_MODE = FULL or AUTO")
-    return FULL, f"AUTO chose FULL: {why_not}"
+    return RefreshMode.FULL, f"AUTO chose FULL: {why_not}"
 
 
 def _rewrites(plan: Any) -> str:
@@ -143,9 +147,9 @@ def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -
         return f"refused: {e}"
     head = f"dynamic table {name}: refresh mode {mode}: {reason}"
     plan, _ = incremental_support(query, source_versions)
-    if mode != INCREMENTAL or plan is None:
+    if mode != RefreshMode.INCREMENTAL or plan is None:
         return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
-    maintained = maintained_plan(plan, INCREMENTAL)
+    maintained = maintained_plan(plan, RefreshMode.INCREMENTAL)
     assert maintained is not None
     return f"{head}\n{explain_plan(maintained)}"
 
@@ -165,7 +169,7 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:
-        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+        raise DynamicTableError(f"dynamic table {name}: {e}") from e
     query_tree, query, sources, source_versions, schema, names = _stored_query(session, name, tree)
     given = tree.args.get("columns") or []
     comments = _column_comments(name, given, names)
@@ -187,8 +191,8 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
     location = session.catalog.managed_location(name)
     if fs.exists(session.spark, location):
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
-    cols_sql = ", ".join(
-        f"`{c.name}` {c.type}" + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
+    cols_sql = ", ".join(f"{quote_column(c.name)} {c.type}"
+                         + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
     properties = {**new_table_properties(session.spark), **column_mapping_properties([c.name for c in columns])}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
@@ -196,9 +200,9 @@ def create(session: Session, tree: exp.Expr, statement: str) -> Any:
                       f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
     session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
     defs.insert(session.store, d)
-    if d.initialize == "ON_CREATE":
-        records = refresh(session, [name], trigger="CREATION")
-        bad = [r for r in records if r.state != history.SUCCEEDED]
+    if d.initialize == Initialize.ON_CREATE:
+        records = refresh(session, [name], trigger=Trigger.CREATION)
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad:
             drop_table(session, name)
             raise DynamicTableError(f"cannot create dynamic table {name}: its initial refresh failed: "
@@ -244,20 +248,21 @@ def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
     defs.require(session.store, name)
     action = tree.args["action"].name.upper()
     if action == "REFRESH":
-        records = refresh(session, [name], trigger="MANUAL")
-        bad = [r for r in records if r.state != history.SUCCEEDED]
+        records = refresh(session, [name], trigger=Trigger.MANUAL)
+        bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad:
             raise RefreshFailed(bad[-1].error or f"refresh of dynamic table {name} ended {bad[-1].state}",
                                 tuple(records))
         return history.dataframe(session).where(
             f"refresh_id IN ({', '.join(repr(r.refresh_id) for r in records)})")
     if action in ("SUSPEND", "RESUME"):
-        defs.set_fields(session.store, name, state=defs.SUSPENDED if action == "SUSPEND" else defs.ACTIVE)
+        state = SchedulingState.SUSPENDED if action == "SUSPEND" else SchedulingState.ACTIVE
+        defs.set_fields(session.store, name, state=state)
         return session.spark.createDataFrame([(f"dynamic table {name} {action.lower()}d",)], "status string")
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:
-        raise DynamicTableError(f"dynamic table {name}: {e}") from None
+        raise DynamicTableError(f"dynamic table {name}: {e}") from e
     defs.set_fields(session.store, name, target_lag=lag)
     return session.spark.createDataFrame([(f"dynamic table {name} target lag set to {lag}",)], "status string")
 
@@ -288,7 +293,7 @@ def show(session: Session, tree: exp.Expr, statement: str) -> Any:
                                                          like.name.lower().replace("%", "*").replace("_", "?")):
             continue
         last = history.records(session.store, d.name)
-        final = [r for r in last if r.state != history.EXECUTING]
+        final = [r for r in last if r.state != RefreshState.EXECUTING]
         latest = final[-1] if final else None
         rows.append((d.name, d.target_lag, d.refresh_mode_chosen, d.refresh_mode_reason, d.refresh_mode,
                      d.initialize, d.state, to_iso(d.data_timestamp), latest and latest.action,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.sql.references import replace_table
 
@@ -42,7 +42,7 @@ def _written(tree: exp.Expr) -> set[int]:
 def _name(table: exp.Table) -> str | None:
     if not table.name or table.catalog:
         return None
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 def describe_visible(session: Session, tree: exp.Expr, statement: str) -> Any:

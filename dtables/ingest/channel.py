@@ -171,7 +171,7 @@ class Channel:
             except Exception as e:  # noqa: BLE001 - retried; the log decides whether it landed
                 if attempt + 1 == _RETRIES:
                     raise CommitFailedError(f"channel {self.name} on {self.table}: commit failed {_RETRIES} times: "
-                                            f"{_first_line(e)}") from None
+                                            f"{_first_line(e)}") from e
                 time.sleep(0.2 * 2 ** attempt)
 
     def close(self) -> None:

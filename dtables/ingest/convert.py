@@ -37,10 +37,12 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from dtables.ingest.errors import IngestError
+
 Converter = Callable[[Any], Any]
 
 
-class BadValue(Exception):
+class BadValue(IngestError):
     """A value that does not convert to its column's type; the message says why, without the column's name."""
 
 
@@ -86,8 +88,8 @@ def _decimal(value: Any) -> decimal.Decimal:
     elif isinstance(value, str):
         try:
             number = decimal.Decimal(value.strip())
-        except decimal.InvalidOperation:
-            raise BadValue(f"{_show(value)} is not a number") from None
+        except decimal.InvalidOperation as e:
+            raise BadValue(f"{_show(value)} is not a number") from e
     else:
         raise BadValue(f"{_show(value)} ({type(value).__name__}) is not a number")
     if not number.is_finite():
@@ -122,8 +124,8 @@ def _float(single: bool) -> Converter:
             raise BadValue(f"{_show(value)} ({type(value).__name__}) is not a number")
         try:
             number = float(value.strip() if isinstance(value, str) else value)
-        except (ValueError, OverflowError):
-            raise BadValue(f"{_show(value)} is not a number") from None
+        except (ValueError, OverflowError) as e:
+            raise BadValue(f"{_show(value)} is not a number") from e
         if single and math.isfinite(number) and abs(number) > 3.4028234663852886e38:
             raise BadValue(f"{_show(value)} is out of range for float")
         return number
@@ -175,8 +177,8 @@ def _binary(value: Any) -> bytes:
     if isinstance(value, str):
         try:
             return bytes.fromhex(value)
-        except ValueError:
-            raise BadValue(f"{_show(value)} is not hex-encoded binary") from None
+        except ValueError as e:
+            raise BadValue(f"{_show(value)} is not hex-encoded binary") from e
     raise BadValue(f"{_show(value)} ({type(value).__name__}) is not binary (bytes or a hex string)")
 
 
@@ -202,8 +204,8 @@ def _epoch(number: int) -> dt.datetime:
         micros = number // 1_000
     try:
         return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    except OverflowError:
-        raise BadValue(f"{number} is out of range as an integer-stored timestamp") from None
+    except OverflowError as e:
+        raise BadValue(f"{number} is out of range as an integer-stored timestamp") from e
 
 
 def _offset(text: str) -> dt.tzinfo:
@@ -240,7 +242,7 @@ def _parse_datetime(value: Any) -> dt.datetime | dt.date:
         return dt.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second or 0), micros,
                            tzinfo=_offset(offset) if offset else None)
     except ValueError as e:
-        raise BadValue(f"{_show(value)} is not a valid date or timestamp: {e}") from None
+        raise BadValue(f"{_show(value)} is not a valid date or timestamp: {e}") from e
 
 
 def _date(value: Any) -> dt.date:
@@ -277,9 +279,9 @@ def _json(value: Any, expected: type, what: str) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise BadValue(f"{_show(value)} is not valid JSON ({e.msg} at character {e.pos})") from None
+            raise BadValue(f"{_show(value)} is not valid JSON ({e.msg} at character {e.pos})") from e
         except ValueError as e:  # e.g. an integer too long to convert
-            raise BadValue(f"{_show(value)} is not valid JSON ({e})") from None
+            raise BadValue(f"{_show(value)} is not valid JSON ({e})") from e
     if not isinstance(value, expected):
         raise BadValue(f"{_show(value)} is not {what}")
     return value
@@ -294,7 +296,7 @@ def _nested(convert: Converter, nullable: bool, where: str) -> Converter:
         try:
             return convert(value)
         except BadValue as e:
-            raise BadValue(f"{where}: {e}") from None
+            raise BadValue(f"{where}: {e}") from e
 
     return element
 
@@ -305,8 +307,8 @@ def converter(dtype: T.DataType, options: ConvertOptions, metadata: Mapping[str,
     raise UnsupportedType(f"columns of type {dtype.simpleString()} cannot be ingested")
 
 
-class UnsupportedType(Exception):
-    pass
+class UnsupportedType(IngestError):
+    """A column type ingestion cannot fill."""
 
 
 @converter.register(T.StringType)

@@ -80,7 +80,7 @@ def _fence(session: Session, target: Target, state: ChannelState, kind: str) -> 
             if attempt + 1 == _ATTEMPTS:
                 raise IngestError(f"channel {state.name} on {target.name}: cannot write its fence commit: "
                                   f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
-                                  ) from None
+                                  ) from e
             time.sleep(0.05 * (attempt + 1))
 
 

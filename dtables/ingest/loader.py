@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dtables.ingest.channel import Channel
+from dtables.errors import UsageError
 from dtables.ingest.errors import InsertRowsError
 
 FORMATS = ("jsonl", "csv")
@@ -67,7 +68,7 @@ def records(stream: TextIO, fmt: str) -> Iterator[tuple[int, dict[str, Any] | st
             else:
                 yield number, {k: v for k, v in record.items() if v not in ("", None)}
     else:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
 class _Resume:

@@ -45,7 +45,7 @@ def _location(session: Session, name: str) -> str:
     try:
         return resolve_location(session.spark, name)
     except NotADeltaTable as e:
-        raise IngestError(f"cannot open a channel on {name}: {e}") from None
+        raise IngestError(f"cannot open a channel on {name}: {e}") from e
 
 
 def _time_zone(session: Session) -> dt.tzinfo:
@@ -72,5 +72,5 @@ def resolve(session: Session, table: str) -> Target:
     try:
         converter = RowConverter(schema, ConvertOptions(_time_zone(session)))
     except UnsupportedType as e:
-        raise IngestError(f"cannot open a channel on {name}: {e}") from None
+        raise IngestError(f"cannot open a channel on {name}: {e}") from e
     return Target(name, location, schema, converter)

@@ -34,7 +34,7 @@ def _as_in_sql(key: str) -> AfterValidator:
         try:
             return setting(key, value)
         except SettingError as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(str(e)) from e
 
     return AfterValidator(check)
 
@@ -133,7 +133,7 @@ def parse_config(text: str, source: str = CONFIG_FILE) -> ProjectConfig:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise ProjectError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        raise ProjectError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', e)}") from e
     if not isinstance(data, dict):
         raise ProjectError(f"{source}: expected a mapping of settings")
     secrets.register(secrets.secret_values(data))  # every profile's, before any error can quote one
@@ -146,7 +146,7 @@ def parse_config(text: str, source: str = CONFIG_FILE) -> ProjectConfig:
             line = _line_of(text, loc)
             key = ".".join(str(x) for x in loc)
             problems.append(f"{source}{f':{line}' if line else ''}: {key}: {problem_text(err)}")
-        raise ProjectError("\n".join(problems)) from None
+        raise ProjectError("\n".join(problems)) from e
 
 
 def load_config(folder: Path, profile: str | None = None) -> ProjectConfig:

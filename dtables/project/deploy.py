@@ -15,6 +15,7 @@ from dtables.project.config import ProjectError
 from dtables.project.loader import DynamicTableSpec, Project
 from dtables.project.seeds import seed_frame
 from dtables.project.validate import check_project
+from dtables.sql.dynamic_syntax import RefreshMode
 
 NEW, CHANGED, UNCHANGED, REMOVED = "NEW", "CHANGED", "UNCHANGED", "REMOVED"
 
@@ -36,8 +37,8 @@ def _normalized_query(query: str) -> str:
 
 
 def _refresh_mode(spec: DynamicTableSpec, schema: dict[str, dict[str, str]]) -> tuple[str, str]:
-    if spec.refresh_mode == "FULL":
-        return "FULL", "REFRESH_MODE = FULL was requested"
+    if spec.refresh_mode == RefreshMode.FULL:
+        return RefreshMode.FULL, "REFRESH_MODE = FULL was requested"
     if any(t not in schema for t in spec.reads):
         return "?", "decided at creation (a source's columns are known only once it exists)"
     try:
@@ -45,10 +46,10 @@ def _refresh_mode(spec: DynamicTableSpec, schema: dict[str, dict[str, str]]) -> 
     except diff.UnsupportedQuery as e:
         reason = str(e)
     if reason is None:
-        return "INCREMENTAL", "every operator of the query can be maintained incrementally"
-    if spec.refresh_mode == "INCREMENTAL":
+        return RefreshMode.INCREMENTAL, "every operator of the query can be maintained incrementally"
+    if spec.refresh_mode == RefreshMode.INCREMENTAL:
         return "ERROR", f"REFRESH_MODE = INCREMENTAL is not possible: {reason}"
-    return "FULL", f"AUTO chose FULL: {reason}"
+    return RefreshMode.FULL, f"AUTO chose FULL: {reason}"
 
 
 def _what_changed(spec: DynamicTableSpec, stored: Any) -> str:

@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlglot.errors import ParseError
 
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.project.config import (
     Initialize,
     ProjectConfig,
@@ -164,15 +164,15 @@ class _Templates:
         try:
             return self.env.get_template(path.relative_to(self.folder).as_posix())
         except jinja2.TemplateSyntaxError as e:
-            raise ProjectError(f"{path}:{e.lineno}: template error: {e.message}") from None
+            raise ProjectError(f"{path}:{e.lineno}: template error: {e.message}") from e
 
     def render(self, path: Path) -> str:
         try:
             return self._template(path).render()
         except ProjectError as e:
-            raise ProjectError(f"{path}:{_jinja_line(e)}: {e}") from None
+            raise ProjectError(f"{path}:{_jinja_line(e)}: {e}") from e
         except jinja2.TemplateError as e:
-            raise ProjectError(f"{path}:{getattr(e, 'lineno', None) or _jinja_line(e)}: template error: {e}") from None
+            raise ProjectError(f"{path}:{getattr(e, 'lineno', None) or _jinja_line(e)}: template error: {e}") from e
 
 
 def _jinja_line(error: BaseException) -> int:
@@ -224,7 +224,7 @@ def _header(path: Path, text: str) -> tuple[ModelSettings, int]:
             key = str(err["loc"][0]) if err["loc"] else "?"
             message = "unknown setting" if err["type"] == "extra_forbidden" else problem_text(err)
             problems.append(f"{path}:{lines_of.get(key, 1)}: {key}: {message}")
-        raise ProjectError(format_problems(problems)) from None
+        raise ProjectError(format_problems(problems)) from e
     return settings, start + 1
 
 
@@ -274,7 +274,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                                     f"{statement.split()[0].upper()}")
                     continue
                 target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-                written = f"{target.db}.{target.name}" if target.db else target.name
+                written = qualified(target.db, target.name)
                 if name_problem(written):
                     problems.append(f"{path}:{line}: source table name {name_problem(written)}")
                     continue
@@ -335,7 +335,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
                 if not isinstance(tree, CreateStream) or not isinstance(tree.this, exp.Table):
                     problems.append(f"{path}:{line}: streams hold CREATE STREAM statements")
                     continue
-                written = f"{tree.this.db}.{tree.this.name}" if tree.this.db else tree.this.name
+                written = qualified(tree.this.db, tree.this.name)
                 if name_problem(written):
                     problems.append(f"{path}:{line}: stream name {name_problem(written)}")
                     continue

@@ -14,6 +14,7 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from dtables.catalog import qualified
 from dtables.project.config import ProjectError, format_problems
 from dtables.project.loader import DynamicTableSpec, Project, load_project
 from dtables.sql.chains import shallow
@@ -60,22 +61,22 @@ def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) ->
     known = set(schema) | opaque
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
-        name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
+        name = normalize(qualified(table.db, table.name))
         if table.name.lower() in ctes and not table.db:
             continue
         if name not in known:
             raise ProjectError(f"{model.path}:{_line_of(model, table.name)}: unknown table {table.name}")
-    if any(normalize(f"{t.db}.{t.name}" if t.db else t.name) in opaque for t in tree.find_all(exp.Table)):
+    if any(normalize(qualified(t.db, t.name)) in opaque for t in tree.find_all(exp.Table)):
         return None
     try:
-        qualified = qualify(tree, schema=_nested(schema), dialect="spark", db="default",
-                            validate_qualify_columns=True)
+        qualified_tree = qualify(tree, schema=_nested(schema), dialect="spark", db="default",
+                                 validate_qualify_columns=True)
     except OptimizeError as e:
         word = str(e).split("Column '")[-1].split("'")[0] if "Column '" in str(e) else ""
-        raise ProjectError(f"{model.path}:{_line_of(model, word) if word else model.query_line}: {e}") from None
+        raise ProjectError(f"{model.path}:{_line_of(model, word) if word else model.query_line}: {e}") from e
     except SqlglotError as e:
-        raise ProjectError(f"{model.path}:{model.query_line}: {e}") from None
-    typed = annotate_types(qualified, schema=_nested(schema), dialect="spark")
+        raise ProjectError(f"{model.path}:{model.query_line}: {e}") from e
+    typed = annotate_types(qualified_tree, schema=_nested(schema), dialect="spark")
     columns: dict[str, str] = {}
     for select in typed.selects if isinstance(typed, exp.Query) else []:
         name = select.alias_or_name
@@ -105,7 +106,7 @@ def check_project(project: Project) -> tuple[Project, Schema]:
     try:
         order = project.dag().topological_order()
     except SchedulerError as e:
-        raise ProjectError(f"models: {e}") from None
+        raise ProjectError(f"models: {e}") from e
     models = {m.name: m for m in project.dynamic_tables}
     for name in order:
         model = models[name]

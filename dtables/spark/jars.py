@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dtables.errors import DtablesError
+
 # Maven Central does not carry io.delta:delta-spark_4.2_2.13:4.4.1 (the newest build for Spark 4.2 there is 4.4.0;
 # the Python package delta-spark==4.4.1 is a thin wrapper and works with it). Pinned, so every machine gets the same.
 DELTA_GROUP = "io.delta"
@@ -23,7 +25,7 @@ DELTA_ARTIFACT = "delta-spark_4.2_2.13"
 DELTA_VERSION = os.environ.get("DTABLES_DELTA_JAR_VERSION", "4.4.0")
 
 
-class JarFetchError(RuntimeError):
+class JarFetchError(DtablesError, RuntimeError):
     """The Delta jars could not be fetched; the message names what is missing."""
 
 

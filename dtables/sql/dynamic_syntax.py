@@ -18,17 +18,37 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from differentiation.vocabulary import Word
+from dtables.errors import UsageError
+
 if TYPE_CHECKING:
     from dtables.sql.dialect import DtablesParser
 
-REFRESH_MODES = ("AUTO", "INCREMENTAL", "FULL")
-INITIALIZE_MODES = ("ON_CREATE", "ON_SCHEDULE")
+
+
+class RefreshMode(Word):
+    """REFRESH_MODE as requested (AUTO chooses) and as chosen (INCREMENTAL or FULL)."""
+
+    AUTO = "AUTO"
+    INCREMENTAL = "INCREMENTAL"
+    FULL = "FULL"
+
+
+class Initialize(Word):
+    """INITIALIZE: when the first refresh runs."""
+
+    ON_CREATE = "ON_CREATE"
+    ON_SCHEDULE = "ON_SCHEDULE"
+
+
+REFRESH_MODES = tuple(m.value for m in RefreshMode)
+INITIALIZE_MODES = tuple(m.value for m in Initialize)
 
 
 # -- the values of the settings: one parser for SQL and for project files (dtables.yml, model headers) -------------
 
 
-class SettingError(ValueError):
+class SettingError(UsageError):
     """A dynamic-table setting's value is refused; the message names the setting and what it accepts."""
 
 
@@ -50,7 +70,7 @@ def target_lag(text: str) -> str:
     try:
         lag = parse_target_lag(text)
     except TargetLagError as e:
-        raise SettingError(str(e)) from None
+        raise SettingError(str(e)) from e
     return "DOWNSTREAM" if lag.is_downstream else text.strip()
 
 
@@ -150,8 +170,8 @@ def parse_create_dynamic_table(p: DtablesParser) -> exp.Expr | None:
         p.raise_error("expected a SELECT after AS")
     return CreateDynamicTable(
         this=name, query=query, target_lag=exp.Literal.string(settings["TARGET_LAG"]),
-        refresh_mode=exp.var(settings.get("REFRESH_MODE", "AUTO")),
-        initialize=exp.var(settings.get("INITIALIZE", "ON_CREATE")),
+        refresh_mode=exp.var(settings.get("REFRESH_MODE", RefreshMode.AUTO.value)),
+        initialize=exp.var(settings.get("INITIALIZE", Initialize.ON_CREATE.value)),
         comment=exp.Literal.string(settings["COMMENT"]) if "COMMENT" in settings else None,
         columns=columns or None, replace=replace, exists=exists)
 

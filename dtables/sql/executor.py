@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from dtables.catalog import CHANGE_TRACKING_PROPERTIES, new_table_properties, normalize, quote
+from dtables.catalog import CHANGE_TRACKING_PROPERTIES, new_table_properties, normalize, qualified, quote
 from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
@@ -43,7 +43,7 @@ def split_statements(text: str) -> list[str]:
     try:
         tokens = Dtables().tokenize(text)
     except TokenError as e:
-        raise SqlError(f"syntax error: {e}", text) from None
+        raise SqlError(f"syntax error: {e}", text) from e
     statements, start = [], 0
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -91,7 +91,7 @@ def check_spark_syntax(spark: Any, statement: str, *, in_script: bool = True) ->
         java = getattr(e, "java_exception", None)
         message = java.getMessage() if java is not None else str(e)
         raise SqlError(f"syntax error: {_parse_message(message)} in statement: {short_statement(statement)}",
-                       statement, message) from None
+                       statement, message) from e
 
 
 def _check_over_connect(spark: Any, statement: str) -> None:
@@ -199,7 +199,7 @@ def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -
     except Exception as e:  # noqa: BLE001 - every Spark/Delta failure becomes a readable SqlError
         if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
             raise
-        raise translate(e, statement) from None
+        raise translate(e, statement) from e
 
 
 def _explain_target(statement: str) -> tuple[str, exp.Expr | None] | None:
@@ -248,7 +248,7 @@ def _kind_clash(name: str, kind: str, wanted: str, statement: str) -> SqlError:
 
 def _create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     table = _target_table(tree)
-    name = normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    name = normalize(qualified(table.db, table.name))
     props = tree.args.get("properties") or exp.Properties(expressions=[])
     fmt = props.find(exp.FileFormatProperty)
     if fmt is not None and fmt.name.lower() != "delta":
@@ -322,7 +322,7 @@ def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
     props = tree.args.get("properties")
     temporary = props is not None and props.find(exp.TemporaryProperty) is not None
     view = _target_table(tree)
-    name = normalize(f"{view.db}.{view.name}" if view.db else view.name)
+    name = normalize(qualified(view.db, view.name))
     existing = None if temporary else session.catalog.lookup(name)
     if existing is not None and existing["kind"] != "VIEW":
         raise _kind_clash(name, existing["kind"], "view", statement)
@@ -350,7 +350,7 @@ def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
     if kind not in ("TABLE", "VIEW"):
         session.catalog.ensure_registered(table_names(tree))
         return session.spark.sql(statement)
-    names = [normalize(f"{t.db}.{t.name}" if t.db else t.name) for t in tree.find_all(exp.Table)]
+    names = [normalize(qualified(t.db, t.name)) for t in tree.find_all(exp.Table)]
     dropped = [obj for obj in map(session.catalog.lookup, names) if obj is not None]
     try:
         session.catalog.ensure_registered(names)
@@ -377,7 +377,7 @@ def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
 
 def _set_change_tracking(session: Session, tree: exp.Expr, statement: str) -> Any:
     table = tree.this
-    name = f"{table.db}.{table.name}" if table.db else table.name
+    name = qualified(table.db, table.name)
     path_based = table.db.lower() == "delta" and "/" in table.name
     if not path_based:
         session.catalog.ensure_registered([name])

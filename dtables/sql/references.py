@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dtables.catalog import qualified
 from dtables.sql.dialect import parse_one
 
 
@@ -16,7 +17,7 @@ def table_names(expression: exp.Expr) -> list[str]:
             continue
         if table.db.lower() in ("delta", "parquet") and "/" in table.name:
             continue
-        out.append(f"{table.db}.{table.name}" if table.db else table.name)
+        out.append(qualified(table.db, table.name))
     return out
 
 

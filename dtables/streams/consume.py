@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dtables.catalog import normalize
+from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
+from dtables.catalog import normalize, qualified
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.spark.sessions import own_session
 from dtables.streams import faults
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from dtables.session import Session
 
 _view_ids = itertools.count()
-SHORTHANDS = {"ACTION": "METADATA$ACTION", "ISUPDATE": "METADATA$ISUPDATE", "ROW_ID": "METADATA$ROW_ID"}
+SHORTHANDS = {"ACTION": METADATA_ACTION, "ISUPDATE": METADATA_ISUPDATE, "ROW_ID": METADATA_ROW_ID}
 WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete)
 
 
@@ -72,7 +73,7 @@ class StreamRead:
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 def stream_tables(tree: exp.Expr, known: set[str]) -> list[tuple[exp.Table, str]]:

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from differentiation.vocabulary import ChangeFormat, Shape
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.changes.interval import open_log
 from dtables.changes.log import DeltaLog
+from dtables.errors import UsageError
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -31,10 +33,10 @@ _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(second|minute|ho
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    """``'interval 7 days'``, ``'14 days'``, ``'36 hours'`` -> timedelta (ValueError otherwise)."""
+    """``'interval 7 days'``, ``'14 days'``, ``'36 hours'`` -> timedelta (UsageError, a ValueError, otherwise)."""
     m = _INTERVAL.match(text)
     if m is None:
-        raise ValueError(f"{text!r} is not a duration like '14 days' or 'interval 36 hours'")
+        raise UsageError(f"{text!r} is not a duration like '14 days' or 'interval 36 hours'")
     return dt.timedelta(**{m.group(2).lower() + "s": float(m.group(1))})
 
 
@@ -94,10 +96,10 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     """Why changes of ``table`` after ``version`` can no longer be read (log or data files gone), or None."""
     try:
         interval = ch.resolve_interval(spark, table, at=ch.Bound.version(version))
-        plan = ch.plan_changes(spark, interval, "DEFAULT")
+        plan = ch.plan_changes(spark, interval, ChangeFormat.DEFAULT)
         from dtables.changes.shapes import check_files_retained
 
-        if plan.shape != "NO_DATA":
+        if plan.shape != Shape.NO_DATA:
             check_files_retained(spark, plan)
     except ch.HistoryNotRetained as e:
         return str(e)

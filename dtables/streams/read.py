@@ -24,7 +24,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import differentiation as diff
+from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
 from dtables import changes as ch
+from dtables.catalog import quote_column
 from dtables.changes.interval import open_log
 from dtables.changes.reader import row_id_string
 from dtables.streams.errors import StreamError, StreamStale
@@ -50,7 +52,7 @@ def intervals(spark: Any, stream: Stream, end: Mapping[str, int]) -> dict[str, c
             out[table] = ch.resolve_interval(spark, table, at=ch.Bound.version(start),
                                              end=ch.Bound.version(end[table]))
         except (ch.HistoryNotRetained, ch.VersionNotFound) as e:
-            raise _stale(stream, table, start, str(e)) from None
+            raise _stale(stream, table, start, str(e)) from e
     return out
 
 
@@ -73,7 +75,7 @@ def stream_changes(scope: SparkScope, stream: Stream, end: Mapping[str, int]) ->
             df = _table_changes(scope.spark, stream, spans[next(iter(spans))])
     except ch.HistoryNotRetained as e:
         table = next(iter(spans))
-        raise _stale(stream, table, stream.frontier[table], str(e)) from None
+        raise _stale(stream, table, stream.frontier[table], str(e)) from e
     if stream.flavor == "SINGDATA":
         df = _singdata_columns(scope.spark, stream, spans, df)
     return df
@@ -83,9 +85,9 @@ def _table_changes(spark: Any, stream: Stream, interval: ch.Interval) -> DataFra
     if not stream.show_initial_rows:
         return ch.read_changes(spark, interval, stream.mode).df
     log = open_log(spark, interval)
-    if stream.mode == "APPEND_ONLY":
+    if stream.mode == ChangeFormat.APPEND_ONLY:
         rows = _snapshot_as_inserts(spark, interval, interval.start_version, log)
-        return rows.unionByName(ch.read_changes(spark, interval, "APPEND_ONLY").df)
+        return rows.unionByName(ch.read_changes(spark, interval, ChangeFormat.APPEND_ONLY).df)
     return _snapshot_as_inserts(spark, interval, interval.end_version, log)
 
 
@@ -101,8 +103,8 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
     df = spark.read.format("delta").option("versionAsOf", version).load(interval.location)
     rcv = F.col("_metadata.row_commit_version").cast("long")
     return df.select(
-        *[F.col(f"`{c}`") for c in columns],
-        F.lit("INSERT").alias(ch.ACTION),
+        *[F.col(quote_column(c)) for c in columns],
+        F.lit(INSERT).alias(ch.ACTION),
         F.lit(False).alias(ch.ISUPDATE),
         row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(ch.ROW_ID),
         rcv.alias(ch.COMMIT_VERSION),
@@ -115,32 +117,29 @@ def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interva
 
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]
     sources = IntervalSources(scope.spark, spans)
-    if stream.show_initial_rows and stream.mode == "DEFAULT":
+    if stream.show_initial_rows and stream.mode == ChangeFormat.DEFAULT:
         snap = scope.spark.sql(diff.snapshot_query(plan, sources, "end").sql(dialect="spark"))
-        return snap.select(*(F.col(f"`{c}`") for c in plan.columns()), F.lit("INSERT").alias(ch.ACTION),
-                           F.lit(False).alias(ch.ISUPDATE), F.col("__row_id").alias(ch.ROW_ID))
+        return snap.select(*(F.col(quote_column(c)) for c in plan.columns()), F.lit(INSERT).alias(ch.ACTION),
+                           F.lit(False).alias(ch.ISUPDATE), F.col(ch.DELTA_ROW_ID).alias(ch.ROW_ID))
     if stream.show_initial_rows:
         raise StreamError(f"stream {stream.name}: SHOW_INITIAL_ROWS with APPEND_ONLY is supported on tables only")
-    stats = {}
-    for t, i in spans.items():
-        s = ch.change_stats(scope.spark, i)
-        stats[t] = diff.ChangeStats(inserts=s.inserts, deletes=s.deletes)
+    stats = {t: ch.change_stats(scope.spark, i) for t, i in spans.items()}
     try:
-        derivative = diff.differentiate(plan, diff.ChangeFormat[stream.mode], stats)
+        derivative = diff.differentiate(plan, ChangeFormat(stream.mode), stats)
     except diff.UnsupportedQuery as e:
-        raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from None
+        raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from e
     return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))
 
 
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:
     data = [c for c in df.columns if not c.startswith("METADATA$")]
-    action, is_update = F.col(f"`{ch.ACTION}`"), F.col(f"`{ch.ISUPDATE}`")
-    change_type = (F.when(is_update & (action == "DELETE"), F.lit("UPDATE_BEFORE"))
+    action, is_update = F.col(quote_column(ch.ACTION)), F.col(quote_column(ch.ISUPDATE))
+    change_type = (F.when(is_update & (action == DELETE), F.lit("UPDATE_BEFORE"))
                    .when(is_update, F.lit("UPDATE_AFTER")).otherwise(action))
     if stream.source_kind == "VIEW" or ch.COMMIT_VERSION not in df.columns:
         version, stamp = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
         return df.select(change_type.alias("__change_type"), version.alias("__commit_version"),
-                         stamp.alias("__commit_timestamp"), *[F.col(f"`{c}`") for c in data])
+                         stamp.alias("__commit_timestamp"), *[F.col(quote_column(c)) for c in data])
     interval = next(iter(spans.values()))
     log = open_log(spark, interval)
     # The old state of a deleted/updated row was produced by the commit recorded as its row commit version at the
@@ -149,16 +148,16 @@ def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval],
     before = (spark.read.format("delta").option("versionAsOf", interval.start_version).load(interval.location)
               .select(row_id_string(meta.table_id, F.col("_metadata.row_id")).alias("__old_rid"),
                       F.col("_metadata.row_commit_version").cast("long").alias("__old_version")))
-    deletes = df.where(action == "DELETE")
-    old = deletes.join(before, deletes[f"`{ch.ROW_ID}`"] == before["__old_rid"], "left") \
-        .withColumn(ch.COMMIT_VERSION, F.coalesce(F.col("__old_version"), F.col(f"`{ch.COMMIT_VERSION}`"))) \
+    deletes = df.where(action == DELETE)
+    old = deletes.join(before, deletes[quote_column(ch.ROW_ID)] == before["__old_rid"], "left") \
+        .withColumn(ch.COMMIT_VERSION, F.coalesce(F.col("__old_version"), F.col(quote_column(ch.COMMIT_VERSION)))) \
         .drop("__old_rid", "__old_version")
-    combined = df.where(action != "DELETE").unionByName(old)
+    combined = df.where(action != DELETE).unionByName(old)
     times = log.commit_timestamps()
     pairs = [x for v, ms in times.items()
              for x in (F.lit(v).cast("long"), F.lit(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)))]
     ts_map = F.create_map(*pairs) if pairs else F.create_map().cast(T.MapType(T.LongType(), T.TimestampType()))
-    version = F.col(f"`{ch.COMMIT_VERSION}`")
+    version = F.col(quote_column(ch.COMMIT_VERSION))
     return combined.select(change_type.alias("__change_type"), version.alias("__commit_version"),
                            F.try_element_at(ts_map, version).alias("__commit_timestamp"),
-                           *[F.col(f"`{c}`") for c in data])
+                           *[F.col(quote_column(c)) for c in data])

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import normalize
+from dtables.catalog import normalize, qualified
 from dtables.changes.interval import open_log
 from dtables.errors import ChangeTrackingError, SqlError
 from dtables.streams import store as st
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def _name(table: exp.Table) -> str:
-    return normalize(f"{table.db}.{table.name}" if table.db else table.name)
+    return normalize(qualified(table.db, table.name))
 
 
 # -- CREATE / DROP / SHOW / DESCRIBE ---------------------------------------------------------------------------------
@@ -77,14 +78,14 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
             plan = plan_view(session, source)
         except SqlError as e:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
-                           f"{e}", statement) from None
+                           f"{e}", statement) from e
         from differentiation import incremental_reason
 
         reason = incremental_reason(plan)  # buildable but not maintainable (a window without PARTITION BY, rand())
         if reason is not None:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
                            f"{reason}", statement)
-        if mode == "APPEND_ONLY":
+        if mode == ChangeFormat.APPEND_ONLY:
             from differentiation.monotonic import non_monotonic_operator
 
             op = non_monotonic_operator(plan)
@@ -101,7 +102,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
             log = open_log(session.spark, table)
             meta = log.metadata_at(log.latest_version)
         except ChangeTrackingError as e:
-            raise SqlError(f"cannot create stream {name}: {e}", statement) from None
+            raise SqlError(f"cannot create stream {name}: {e}", statement) from e
         if not meta.row_tracking:
             raise SqlError(f"cannot create stream {name} on {source}: change tracking is off on table {table}; "
                            f"turn it on with ALTER TABLE {table} SET CHANGE_TRACKING = TRUE", statement)
@@ -128,7 +129,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expr, stateme
         return {t: ch.resolve_interval(session.spark, t, at=None if before else bound,
                                        before=bound if before else None).start_version for t in base}
     except ChangeTrackingError as e:
-        raise SqlError(f"cannot create stream {name}: {e}", statement) from None
+        raise SqlError(f"cannot create stream {name}: {e}", statement) from e
 
 
 def drop_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
@@ -158,7 +159,8 @@ def show_streams(session: Session, tree: exp.Expr, statement: str) -> Any:
             continue
         session.catalog.ensure_registered(list(s.frontier))
         rows.append((s.created_at, s.name.split(".")[-1], s.name.split(".")[0], s.source, s.source_kind,
-                     ", ".join(s.frontier), "APPEND_ONLY" if s.mode == "APPEND_ONLY" else "DEFAULT",
+                     ", ".join(s.frontier),
+                     (ChangeFormat.APPEND_ONLY if s.mode == ChangeFormat.APPEND_ONLY else ChangeFormat.DEFAULT).value,
                      _stale(session, s) is not None, _stale_after(session, s), s.comment))
     return session.spark.createDataFrame(rows, _LISTING)
 
@@ -174,8 +176,8 @@ def describe(session: Session, name: str) -> dict[str, Any]:
         stream = recover(session, name)
     reason = _stale(session, stream)
     row = (stream.name, stream.source, stream.source_kind,
-           "APPEND_ONLY" if stream.mode == "APPEND_ONLY" else ("STANDARD" if stream.flavor == "SINGDATA" else
-                                                               "DEFAULT"),
+           ChangeFormat.APPEND_ONLY.value if stream.mode == ChangeFormat.APPEND_ONLY
+           else ("STANDARD" if stream.flavor == "SINGDATA" else ChangeFormat.DEFAULT.value),
            stream.show_initial_rows, json.dumps(dict(stream.frontier), sort_keys=True), stream.consumed_at,
            stream.seq, reason is not None, _stale_after(session, stream), reason, stream.comment, stream.created_at)
     return dict(zip([c.split()[0] for c in _DESCRIPTION.split(", ")], row))
@@ -207,7 +209,7 @@ def vacuum(session: Session, tree: exp.Expr, statement: str) -> Any:
 
     table = tree.this
     name = f"delta.`{table.name}`" if table.db.lower() == "delta" and ("/" in table.name or ":" in table.name) \
-        else (f"{table.db}.{table.name}" if table.db else table.name)
+        else (qualified(table.db, table.name))
     retain = tree.args.get("retain")
     return run(session, name, float(retain.this) if retain is not None else None,
                dry_run=bool(tree.args["dry_run"].this))

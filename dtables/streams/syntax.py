@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from differentiation.vocabulary import ChangeFormat
+
 if TYPE_CHECKING:
     from dtables.sql.dialect import DtablesParser
 
@@ -119,7 +121,7 @@ def parse_create_stream(p: DtablesParser) -> exp.Expr | None:
         p.raise_error("expected ON TABLE | VIEW | DYNAMIC TABLE <source> after the stream's name")
     kind = _source_kind(p)
     source = p._parse_table_parts()
-    mode, initial, comment, at_before = "DEFAULT", False, None, None
+    mode, initial, comment, at_before = ChangeFormat.DEFAULT.value, False, None, None
     while not _at_end(p):
         if p._curr.text.upper() in ("AT", "BEFORE") and p._index + 1 < len(p._tokens) \
                 and p._next.token_type == TokenType.L_PAREN:
@@ -131,7 +133,7 @@ def parse_create_stream(p: DtablesParser) -> exp.Expr | None:
         key = _word(p)
         p._match(TokenType.EQ)
         if key == "APPEND_ONLY":
-            mode = "APPEND_ONLY" if _bool(p, key) else "DEFAULT"
+            mode = (ChangeFormat.APPEND_ONLY if _bool(p, key) else ChangeFormat.DEFAULT).value
         elif key == "SHOW_INITIAL_ROWS":
             initial = _bool(p, key)
         elif key == "INSERT_ONLY":
@@ -161,7 +163,7 @@ def _parse_at_before(p: DtablesParser) -> exp.Expr:
     return exp.HistoricalData(this=word, kind=kind, expression=value)
 
 
-_MODES = {"STANDARD": "DEFAULT", "DEFAULT": "DEFAULT", "APPEND_ONLY": "APPEND_ONLY"}
+_MODES = {"STANDARD": ChangeFormat.DEFAULT.value, **{f.value: f.value for f in ChangeFormat}}
 
 
 def _parse_properties(p: DtablesParser, mode: str, initial: bool) -> tuple[str, bool]:

@@ -82,8 +82,8 @@ def _locate(session: Session, table: str) -> tuple[str, str | None]:
         try:
             session.catalog.ensure_registered([name])
             location = str(obj["location"]) if obj is not None else ch.resolve_location(session.spark, name)
-        except ChangeTrackingError:
-            raise ObjectNotFound(f"cannot vacuum {name}: there is no such table in this warehouse") from None
+        except ChangeTrackingError as e:
+            raise ObjectNotFound(f"cannot vacuum {name}: there is no such table in this warehouse") from e
     if not DeltaLog(session.spark, location, name or table).exists:
         raise ObjectNotFound(f"cannot vacuum {name or table}: there is no Delta table at {location}")
     return location, name

@@ -22,6 +22,7 @@ from dtables.dynamic import history
 from dtables.testing import assert_same_rows
 from scheduler.lag import RefreshRecord, lag_metrics
 from scheduler.periods import parse_target_lag
+from scheduler.vocabulary import RefreshState
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_S = 120.0  # how long the sources keep changing under the daemon
@@ -112,7 +113,7 @@ def test_daemon_process_keeps_lags_under_changing_sources_and_stops_cleanly(conn
         # Every refresh is recorded and finished; nothing failed or was left half-done.
         assert scheduled, name
         assert {r.state for r in scheduled} <= {"SUCCEEDED", "SKIPPED"}, [(r.state, r.error) for r in scheduled]
-        assert not [r for r in records if r.state == history.EXECUTING]
+        assert not [r for r in records if r.state == RefreshState.EXECUTING]
         assert {r.action for r in scheduled if r.state == "SUCCEEDED"} <= {"NO_DATA", "INCREMENTAL", "FULL"}
         # The table's newest Delta version is the one its last refresh recorded (no stray commit).
         location = session.catalog.lookup(name)["location"]

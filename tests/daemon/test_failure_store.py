@@ -12,6 +12,7 @@ from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.dag import DAG
 from scheduler.runner import FailureState
+from scheduler.vocabulary import RefreshState, SchedulingState
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -24,7 +25,7 @@ def _record(store: StateStore, name: str, trigger: str, state: str, minute: int)
 
 def _sync(store: StateStore, failures: FailureState) -> FailureState:
     dag = DAG({"default.a": [], "default.b": []})
-    active = SimpleNamespace(state=defs.ACTIVE)
+    active = SimpleNamespace(state=SchedulingState.ACTIVE)
     FailureStore(store).sync_resumed(failures, dag, {"default.a": active, "default.b": active})
     return FailureStore(store).load()
 
@@ -32,10 +33,10 @@ def _sync(store: StateStore, failures: FailureState) -> FailureState:
 def test_a_successful_manual_refresh_resets_the_failure_count(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "state.db")
     for name in ("default.a", "default.b"):
-        _record(store, name, "SCHEDULED", history.FAILED, 1)
-        _record(store, name, "SCHEDULED", history.FAILED, 2)
-    _record(store, "default.a", "MANUAL", history.SUCCEEDED, 3)  # the user fixed a and refreshed it by hand
-    _record(store, "default.b", "MANUAL", history.FAILED, 3)  # b still fails
+        _record(store, name, "SCHEDULED", RefreshState.FAILED, 1)
+        _record(store, name, "SCHEDULED", RefreshState.FAILED, 2)
+    _record(store, "default.a", "MANUAL", RefreshState.SUCCEEDED, 3)  # the user fixed a and refreshed it by hand
+    _record(store, "default.b", "MANUAL", RefreshState.FAILED, 3)  # b still fails
     failures = FailureState(consecutive_failures={"default.a": 2, "default.b": 2})
     FailureStore(store).save(failures)
 
@@ -45,8 +46,8 @@ def test_a_successful_manual_refresh_resets_the_failure_count(tmp_path: Path) ->
 
 def test_a_manual_success_older_than_the_scheduled_failures_changes_nothing(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "state.db")
-    _record(store, "default.a", "MANUAL", history.SUCCEEDED, 1)
-    _record(store, "default.a", "SCHEDULED", history.FAILED, 2)
+    _record(store, "default.a", "MANUAL", RefreshState.SUCCEEDED, 1)
+    _record(store, "default.a", "SCHEDULED", RefreshState.FAILED, 2)
     failures = FailureState(consecutive_failures={"default.a": 1})
     FailureStore(store).save(failures)
 

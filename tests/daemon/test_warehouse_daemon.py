@@ -19,6 +19,7 @@ from dtables.daemon import DaemonOptions, WarehouseDaemon, is_transient
 from dtables.daemon.failures import FailureStore
 from dtables.daemon.schedule import choose_base_period_s, refresh_running
 from dtables.dynamic import definition as defs
+from scheduler.vocabulary import SchedulingState
 from dtables.dynamic import history
 from dtables.dynamic.executor import table_lock
 from dtables.testing import assert_same_rows
@@ -108,12 +109,12 @@ def test_failing_table_is_suspended_with_its_downstream_while_others_keep_refres
         == ("SUCCEEDED", "FAILED", "UPSTREAM_FAILED")
     assert [r.state for r in scheduled(dt, "bad_reader")] == ["UPSTREAM_FAILED"]  # written by the daemon
     assert FailureStore(dt.store).load().consecutive_failures == {"default.bad": 1}
-    assert defs.require(dt.store, "bad").state == defs.ACTIVE
+    assert defs.require(dt.store, "bad").state == SchedulingState.ACTIVE
 
     second = tick(dt).results[0]  # second consecutive failure: suspended, with its downstream
     assert second.newly_suspended == ("default.bad", "default.bad_reader")
     assert [defs.require(dt.store, n).state for n in ("good", "bad", "bad_reader")] == \
-        [defs.ACTIVE, defs.SUSPENDED, defs.SUSPENDED]
+        [SchedulingState.ACTIVE, SchedulingState.SUSPENDED, SchedulingState.SUSPENDED]
     reasons = FailureStore(dt.store).load().suspended
     assert "2 consecutive failed refreshes" in reasons["default.bad"] and "doomed" in reasons["default.bad"]
     assert "upstream default.bad suspended" in reasons["default.bad_reader"]
@@ -136,7 +137,7 @@ def test_failing_table_is_suspended_with_its_downstream_while_others_keep_refres
     dt.sql("ALTER DYNAMIC TABLE bad RESUME")
     fourth = tick(dt).results[0]
     assert fourth.state_of("default.bad") == "SUCCEEDED" and fourth.state_of("default.bad_reader") == "SUCCEEDED"
-    assert defs.require(dt.store, "bad_reader").state == defs.ACTIVE
+    assert defs.require(dt.store, "bad_reader").state == SchedulingState.ACTIVE
     assert FailureStore(dt.store).load().suspended == {}
 
 

@@ -15,6 +15,7 @@ from oracle import oracle_rows, table_rows
 
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
+from scheduler.vocabulary import RefreshState
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,19 +41,19 @@ def test_refresh_killed_at_each_point_recovers(dt: Any, warehouse: Path) -> None
     dt.sql("CREATE DYNAMIC TABLE enriched TARGET_LAG = DOWNSTREAM AS SELECT id, cust, amount FROM orders")
     dt.sql("CREATE DYNAMIC TABLE totals TARGET_LAG = '1 minute' AS "
            "SELECT cust, count(*) AS n, sum(amount) AS total FROM enriched GROUP BY cust")
-    expect = {"before_write": history.CANCELLED, "after_write": history.SUCCEEDED,
-              "after_store": history.SUCCEEDED}
+    expect = {"before_write": RefreshState.CANCELLED, "after_write": RefreshState.SUCCEEDED,
+              "after_store": RefreshState.SUCCEEDED}
     for i, (point, state) in enumerate(expect.items()):
         dt.sql(f"INSERT INTO orders VALUES ({10 + i}, 1, 1.5)")
         dt.sql(f"UPDATE orders SET amount = amount + 1 WHERE id = {1 + i}")
         seq_before = defs.require(dt.store, "enriched").refresh_seq
         assert _refresh_and_crash(warehouse, point) == 17, point
         crashed = history.records(dt.store, "enriched")[-1]
-        assert crashed.state == history.EXECUTING  # the process died mid-refresh
+        assert crashed.state == RefreshState.EXECUTING  # the process died mid-refresh
         records = dt.refresh(["totals"])  # the next refresh reconciles first
         crashed = history.get(dt.store, crashed.refresh_id)
         assert crashed is not None and crashed.state == state, (point, crashed)
-        if state == history.SUCCEEDED:
+        if state == RefreshState.SUCCEEDED:
             assert "recovered" in (crashed.reason or "") or point == "after_store"
             assert crashed.target_version is not None
             # the crashed refresh already applied the changes: the rerun finds nothing to do for `enriched`

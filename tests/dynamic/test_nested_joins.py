@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from dtables.changes.keys import MAX_FRACTION as KEY_PRUNING_MAX_FRACTION
 from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.dynamic import definition as defs
-from dtables.dynamic import history
+from dtables.sql.dynamic_syntax import RefreshMode
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.testing import assert_same_rows
+from scheduler.vocabulary import RefreshState
 
 TABLES = ("nj_r", "nj_s", "nj_t", "nj_u")
 KINDS = ("JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN")
@@ -158,9 +159,9 @@ def _end_to_end(session: Any, query: str, steps: list[tuple[str, str, int | None
     _apply(session, steps)
     after = _rows(session, query)
     [record] = [r for r in session.sql(f"ALTER DYNAMIC TABLE {table} REFRESH").collect() if r["name"].endswith(table)]
-    assert record["state"] == history.SUCCEEDED, record["error"]
+    assert record["state"] == RefreshState.SUCCEEDED, record["error"]
     mode = defs.require(session.store, f"default.{table}").refresh_mode_chosen
-    if mode == defs.INCREMENTAL:
+    if mode == RefreshMode.INCREMENTAL:
         assert record["action"] in ("INCREMENTAL", "NO_DATA")
     assert_same_rows(_rows(session, f"SELECT * FROM {table}"), after)
     columns = ", ".join(session.sql(f"SELECT * FROM {view}").columns)

@@ -22,6 +22,7 @@ from dtables.ingest import commits
 from dtables.ingest import store as cs
 from dtables.ingest.client import Client
 from dtables.testing import assert_same_rows
+from scheduler.vocabulary import RefreshState
 
 COLUMNS = "id BIGINT NOT NULL, channel STRING"
 
@@ -203,7 +204,7 @@ def test_concurrent_refreshes_of_one_table_equal_the_query(dt: Any, rounds: int)
     executor.refresh(dt, ["agg"])
     assert_same_rows([tuple(r) for r in dt.sql("SELECT * FROM agg").collect()],
                      [tuple(r) for r in dt.sql(QUERY).collect()])
-    written = [r.target_version for r in history.records(dt.store, "default.agg", states=(history.SUCCEEDED,))
+    written = [r.target_version for r in history.records(dt.store, "default.agg", states=(RefreshState.SUCCEEDED,))
                if r.action != "NO_DATA"]
     assert len(written) == len(set(written))  # no two refreshes claim one commit
 

@@ -10,8 +10,9 @@ import pytest
 from scheduler.dag import DAG
 from scheduler.daemon import Daemon, DaemonLock
 from scheduler.errors import DaemonLockedError
-from scheduler.runner import SUCCEEDED, FailureState, RefreshOutcome, TickResult, TickRunner
+from scheduler.runner import FailureState, RefreshOutcome, TickResult, TickRunner
 from scheduler.ticks import EPOCH, SystemClock, TableState, TickPlanner
+from scheduler.vocabulary import RefreshState
 
 BASE = 0.2
 
@@ -24,7 +25,7 @@ class RecordingRefresher:
     def refresh(self, name: str, data_timestamp: datetime, trigger: str) -> RefreshOutcome:
         with self.lock:
             self.calls.append((name, data_timestamp))
-        return RefreshOutcome(SUCCEEDED, action="NO_DATA")
+        return RefreshOutcome(RefreshState.SUCCEEDED, action="NO_DATA")
 
 
 def make_daemon(tmp_path: Path, refresher: RecordingRefresher, **kw: object) -> tuple[Daemon, list[TickResult]]:
@@ -94,5 +95,5 @@ def test_shutdown_timeout_cancels_refreshes_not_started(tmp_path: Path) -> None:
     daemon.tick()
     threading.Timer(0.3, release.set).start()
     daemon._drain()  # what run() does at shutdown
-    assert results[0].state_of("up") == SUCCEEDED
+    assert results[0].state_of("up") == RefreshState.SUCCEEDED
     assert results[0].state_of("down") == "CANCELLED"

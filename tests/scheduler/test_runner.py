@@ -5,15 +5,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 from scheduler.dag import DAG
-from scheduler.runner import (
-    FAILED,
-    SUCCEEDED,
-    FailureState,
-    RefreshOutcome,
-    RetryPolicy,
-    TickRunner,
-)
+from scheduler.runner import FailureState, RefreshOutcome, RetryPolicy, TickRunner
 from scheduler.ticks import ManualClock, TableState, TickPlan, TickPlanner
+from scheduler.vocabulary import RefreshState
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 NODES = {"bad": [], "child": ["bad"], "grandchild": ["child"], "good": [], "good_child": ["good"]}
@@ -30,7 +24,7 @@ class ScriptedRefresher:
     def refresh(self, name: str, data_timestamp: datetime, trigger: str) -> RefreshOutcome:
         with self._lock:
             self.calls.append((name, data_timestamp, trigger))
-            outcomes = self.script.get(name, [RefreshOutcome(SUCCEEDED, action="INCREMENTAL", duration_s=1.0)])
+            outcomes = self.script.get(name, [RefreshOutcome(RefreshState.SUCCEEDED, action="INCREMENTAL", duration_s=1.0)])
             return outcomes.pop(0) if len(outcomes) > 1 else outcomes[0]
 
 
@@ -47,16 +41,16 @@ def runner(dag: DAG[str], refresher: ScriptedRefresher, sleeps: list[float], **k
 
 def test_failing_table_is_suspended_after_n_failures_while_its_neighbour_keeps_refreshing() -> None:
     dag = DAG(NODES)
-    refresher = ScriptedRefresher({"bad": [RefreshOutcome(FAILED, error="division by zero", transient=False)]})
+    refresher = ScriptedRefresher({"bad": [RefreshOutcome(RefreshState.FAILED, error="division by zero", transient=False)]})
     sleeps: list[float] = []
     run = runner(dag, refresher, sleeps, suspend_after=3)
     failures = FailureState()
     for second in range(3):
         result = run.run(tick_plan(dag, second, failures), failures)
-        assert result.state_of("bad") == FAILED
+        assert result.state_of("bad") == RefreshState.FAILED
         assert result.state_of("child") == "UPSTREAM_FAILED"
         assert result.state_of("grandchild") == "UPSTREAM_FAILED"
-        assert result.state_of("good") == result.state_of("good_child") == SUCCEEDED
+        assert result.state_of("good") == result.state_of("good_child") == RefreshState.SUCCEEDED
     assert sleeps == []  # user errors are not retried
     assert [c[0] for c in refresher.calls].count("bad") == 3
     assert result.newly_suspended == ("bad", "child", "grandchild")
@@ -80,8 +74,8 @@ def test_failing_table_is_suspended_after_n_failures_while_its_neighbour_keeps_r
 
 def test_success_resets_the_failure_count() -> None:
     dag = DAG({"t": []})
-    refresher = ScriptedRefresher({"t": [RefreshOutcome(FAILED, error="x"), RefreshOutcome(FAILED, error="x"),
-                                         RefreshOutcome(SUCCEEDED), RefreshOutcome(FAILED, error="x")]})
+    refresher = ScriptedRefresher({"t": [RefreshOutcome(RefreshState.FAILED, error="x"), RefreshOutcome(RefreshState.FAILED, error="x"),
+                                         RefreshOutcome(RefreshState.SUCCEEDED), RefreshOutcome(RefreshState.FAILED, error="x")]})
     run = runner(dag, refresher, [], suspend_after=3)
     failures = FailureState()
     for second in range(4):
@@ -92,23 +86,23 @@ def test_success_resets_the_failure_count() -> None:
 
 def test_transient_failures_are_retried_with_exponential_backoff() -> None:
     dag = DAG({"t": [], "r": ["t"]})
-    flaky = RefreshOutcome(FAILED, error="executor lost", transient=True, duration_s=2.0)
-    refresher = ScriptedRefresher({"t": [flaky, flaky, flaky, RefreshOutcome(SUCCEEDED, duration_s=1.0)]})
+    flaky = RefreshOutcome(RefreshState.FAILED, error="executor lost", transient=True, duration_s=2.0)
+    refresher = ScriptedRefresher({"t": [flaky, flaky, flaky, RefreshOutcome(RefreshState.SUCCEEDED, duration_s=1.0)]})
     sleeps: list[float] = []
     run = runner(dag, refresher, sleeps, retry=RetryPolicy(max_retries=3, initial_backoff_s=0.5))
     failures = FailureState()
     result = run.run(tick_plan(dag, 0, failures), failures)
     assert sleeps == [0.5, 1.0, 2.0]
     t = result.results[0]
-    assert (t.name, t.state, t.attempts, t.duration_s) == ("t", SUCCEEDED, 4, 7.0)
-    assert result.state_of("r") == SUCCEEDED
+    assert (t.name, t.state, t.attempts, t.duration_s) == ("t", RefreshState.SUCCEEDED, 4, 7.0)
+    assert result.state_of("r") == RefreshState.SUCCEEDED
     assert failures.consecutive_failures == {}
     run.close()
 
 
 def test_retries_are_bounded_and_count_as_one_failure() -> None:
     dag = DAG({"t": []})
-    refresher = ScriptedRefresher({"t": [RefreshOutcome(FAILED, error="timeout", transient=True)]})
+    refresher = ScriptedRefresher({"t": [RefreshOutcome(RefreshState.FAILED, error="timeout", transient=True)]})
     sleeps: list[float] = []
     run = runner(dag, refresher, sleeps, retry=RetryPolicy(max_retries=2, initial_backoff_s=1, max_backoff_s=1.5))
     failures = FailureState()
@@ -123,13 +117,13 @@ def test_a_raising_refresher_is_a_failure_not_a_crash() -> None:
         def refresh(self, name: str, data_timestamp: datetime, trigger: str) -> RefreshOutcome:
             if name == "a":
                 raise RuntimeError("boom")
-            return RefreshOutcome(SUCCEEDED)
+            return RefreshOutcome(RefreshState.SUCCEEDED)
 
     dag = DAG({"a": [], "b": []})
     run = TickRunner(dag, Broken(), sleep=lambda s: None)
     result = run.run(tick_plan(dag, 0, FailureState()), FailureState())
     assert result.results[0].error == "RuntimeError: boom"
-    assert result.state_of("b") == SUCCEEDED
+    assert result.state_of("b") == RefreshState.SUCCEEDED
     run.close()
 
 
@@ -151,7 +145,7 @@ def test_parallelism_is_bounded_and_dependencies_wait() -> None:
             with lock:
                 active -= 1
                 finished.add(name)
-            return RefreshOutcome(SUCCEEDED)
+            return RefreshOutcome(RefreshState.SUCCEEDED)
 
     run = TickRunner(dag, Counting(), max_parallel=2)
     result = run.run(tick_plan(dag, 0, FailureState()), FailureState())
@@ -166,9 +160,9 @@ def test_cancel_stops_new_refreshes() -> None:
     class CancelAfterA:
         def refresh(self, name: str, data_timestamp: datetime, trigger: str) -> RefreshOutcome:
             cancel.set()
-            return RefreshOutcome(SUCCEEDED)
+            return RefreshOutcome(RefreshState.SUCCEEDED)
 
     run = TickRunner(dag, CancelAfterA())
     result = run.run(tick_plan(dag, 0, FailureState()), FailureState(), cancel=cancel)
-    assert result.state_of("a") == SUCCEEDED and result.state_of("b") == "CANCELLED"
+    assert result.state_of("a") == RefreshState.SUCCEEDED and result.state_of("b") == "CANCELLED"
     run.close()
