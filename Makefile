@@ -24,6 +24,9 @@ test: setup
 	$(PY) -m mypy  # the packages' types ([tool.mypy] in pyproject.toml); fails the run like a test
 	$(VENV)/bin/lint-imports  # import contracts ([tool.importlinter] in pyproject.toml)
 	$(PY) -m pytest -q --durations=15
+	# a standalone cluster and a Spark Connect server, each started by its tests, each in a process of its own
+	$(PY) -m pytest -q -m cluster tests/remote/test_cluster.py
+	$(PY) -m pytest -q -m connect tests/remote/test_connect.py
 
 test-all: setup
 	$(PY) -m pytest -q -m ''

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from dtables.changes.idempotent import LoggedCommit, idempotent_session, logged_commits
+from dtables.spark.sessions import is_connect
 
 METADATA_KEY = "dtables_ingest"
 EPOCH_SHIFT = 32
@@ -150,5 +151,7 @@ def write(spark: Any, location: str, schema: T.StructType, rows: Sequence[tuple[
     after a failure never applies the rows twice.
     """
     with idempotent_session(spark, meta.app, meta.seq, meta.to_json()) as clone:
-        df = clone.createDataFrame(list(rows), write_schema(schema), verifySchema=False)
+        # the converter checked every value; Connect has no verifySchema (and warns when it is passed)
+        options = {} if is_connect(clone) else {"verifySchema": False}
+        df = clone.createDataFrame(list(rows), write_schema(schema), **options)
         df.coalesce(1).write.format("delta").mode("append").save(location)
