@@ -7,19 +7,7 @@ users, and prints as that word (``str()``, f-strings and ``json.dumps`` give ``"
 
 from __future__ import annotations
 
-from enum import Enum
-
-
-class _Word(str, Enum):
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, format_spec: str) -> str:
-        return format(str(self.value), format_spec)
-
-    def __reduce_ex__(self, protocol: object) -> tuple[type[str], tuple[str]]:
-        # pickled (to Spark, to another process) as the plain word: the other side need not import this module
-        return str, (str(self.value),)
+from differentiation.vocabulary import Word as _Word  # one definition of how a word prints and pickles
 
 
 class RefreshState(_Word):
