@@ -29,7 +29,7 @@ test: setup
 	$(PY) -m pytest -q -m connect tests/remote/test_connect.py
 
 test-all: setup
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m 'not cluster and not connect'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
