@@ -228,3 +228,15 @@ def test_refresh_mode_and_initialize_read_as_sql_reads_them(project):
     with pytest.raises(ProjectError) as in_file:
         validate_project(project)
     assert str(in_file.value) == f"{model}:1: refresh_mode: {in_sql.value.errors[0]['description']}"
+
+
+def test_spark_settings_take_numbers_and_booleans_as_spark_reads_them() -> None:
+    from dtables.project.config import parse_config
+
+    config = parse_config("name: p\nspark:\n  master: spark://h:7077\n  conf:\n    spark.sql.shuffle.partitions: 64\n"
+                          "    spark.sql.adaptive.enabled: false\n    spark.memory.fraction: 0.5\n"
+                          "    spark.app.name: x\n", "dtables.yml")
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "64", "spark.sql.adaptive.enabled": "false",
+                                 "spark.memory.fraction": "0.5", "spark.app.name": "x"}
+    with pytest.raises(ProjectError, match="spark"):
+        parse_config("name: p\nspark:\n  conf:\n    spark.x: [1, 2]\n", "dtables.yml")
