@@ -56,11 +56,14 @@ def _new_user_flow(tmp_path: Path) -> Path:
     return project
 
 
+# 75 s of four Spark start-ups: `make test` runs the same flow through the CLI against a standalone cluster and over
+# Spark Connect (tests/remote/sequences.cli_sequence), so the default suite leaves this local copy out
+@pytest.mark.slow
 def test_init_apply_change_and_refresh_incrementally(tmp_path):
     _new_user_flow(tmp_path)
 
 
-@pytest.mark.slow  # eight Spark start-ups; the default suite runs the first four above
+@pytest.mark.slow  # eight Spark start-ups
 def test_apply_refresh_plan_history_sql_end_to_end(tmp_path):
     project = _new_user_flow(tmp_path)
     totals = json.loads(run("sql", "--json", "-e", "SELECT store, sales, total FROM store_totals ORDER BY store",
