@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dtables.daemon.failures import FailureStore, record_not_refreshed, record_suspensions
 from dtables.daemon.refresher import ScheduledRefresher
 from dtables.daemon.schedule import Snapshot, choose_base_period_s, load_snapshot, table_states
-from dtables.spark.sessions import is_connect
+from dtables.spark.sessions import cancel_jobs
 from dtables.dynamic import definition as defs
 from scheduler.daemon import Daemon
 from scheduler.periods import parse_target_lag
@@ -190,9 +190,6 @@ class WarehouseDaemon(Daemon):
         log.warning("shutdown timeout of %g s reached: cancelling running refreshes", self.shutdown_timeout_s)
         self.refresher.cancelling.set()
         try:
-            if is_connect(self.session.spark):
-                self.session.spark.interruptAll()  # this client's operations on the server
-            else:
-                self.session.spark.sparkContext.cancelAllJobs()
+            cancel_jobs(self.session.spark)
         except Exception:  # noqa: BLE001 - cancelling is best effort: a job that runs on fails its refresh later
             log.debug("cannot cancel Spark jobs", exc_info=True)

@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from weakref import WeakSet
+
+# Connect clones in use, so that cancel_jobs reaches their operations too (interruptAll is per server session)
+_clones: WeakSet[Any] = WeakSet()
 
 
 def is_connect(spark: Any) -> bool:
@@ -27,6 +31,7 @@ def own_session(spark: Any) -> Iterator[Any]:
         yield spark.newSession()
         return
     clone = spark.cloneSession()
+    _clones.add(clone)
     # The clone is this thread's active session for the block: PySpark binds some results to the active session
     # rather than to the one that made them (4.2: a local checkpoint's DataFrame, which the server then looks for
     # in the wrong session and does not find).
@@ -37,6 +42,19 @@ def own_session(spark: Any) -> Iterator[Any]:
         yield clone
     finally:
         active.session = saved
+        _clones.discard(clone)
         # not clone.stop(): for a "local" Connect session that would stop the local server as well
         clone.client.release_session()
         clone.client.close()
+
+
+def cancel_jobs(spark: Any) -> None:
+    """Cancel the Spark jobs running for ``spark``: every job of the SparkContext on classic Spark; over Spark
+    Connect, the operations of ``spark`` and of every session of its own this process has in use (the daemon's
+    shutdown: one session per process)."""
+    if is_connect(spark):
+        spark.interruptAll()
+        for clone in list(_clones):
+            clone.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()

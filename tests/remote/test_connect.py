@@ -6,6 +6,8 @@ Run on its own: ``pytest -m connect tests/remote/test_connect.py`` (`make test` 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import dtables
 from dtables.errors import DtablesError, SqlError
 from dtables.spark.fs import RemoteStorageError
 from dtables.spark.servers import Cluster, Server, start_connect_server
-from dtables.spark.sessions import is_connect
+from dtables.spark.sessions import cancel_jobs, is_connect, own_session
 from tests.remote import sequences
 from tests.remote.sequences import APP_CONF, executor_apps, files_under
 
@@ -71,6 +73,28 @@ def test_a_failed_create_leaves_no_folder(session: Any) -> None:
         session.sql("CREATE DYNAMIC TABLE bad TARGET_LAG = '1 minute' AS SELECT k / 0 AS x FROM src")
     assert session.catalog.lookup("bad") is None
     assert files_under(session.catalog.managed_location("bad")) == []
+
+
+def test_cancel_jobs_interrupts_work_on_a_session_of_its_own(session: Any) -> None:
+    """The daemon's shutdown timeout cancels running refreshes; over Connect that is interruptAll on every clone."""
+    failures: list[Exception] = []
+
+    def long_query() -> None:
+        with own_session(session.spark) as clone:
+            try:  # minutes of work on one core
+                clone.sql("SELECT sum(id) AS s FROM range(0, 100000000000, 1, 2)").collect()
+            except Exception as e:  # noqa: BLE001 - the interruption is the expected outcome
+                failures.append(e)
+
+    worker = threading.Thread(target=long_query)
+    worker.start()
+    time.sleep(8)
+    started = time.monotonic()
+    cancel_jobs(session.spark)
+    worker.join(120)
+    assert not worker.is_alive() and failures, "the query was not interrupted"
+    assert time.monotonic() - started < 60
+    assert session.sql("SELECT 1 AS one").first().one == 1  # the session itself still works
 
 
 def test_remote_storage_is_refused_with_a_clear_error(server: Server, tmp_path: Path) -> None:
