@@ -38,6 +38,7 @@ from sqlglot import exp
 
 from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from dtables.catalog import normalize, qualified
+from dtables.catalog.tables import create_table
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.spark.sessions import own_session
 from dtables.streams import faults
@@ -225,9 +226,7 @@ def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: 
         session.catalog.ensure_registered(table_names(tree))
         rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
         if isinstance(rewritten, exp.Create):
-            from dtables.sql.executor import _create_table
-
-            _create_table(scope, rewritten, statement)  # type: ignore[arg-type]
+            create_table(scope, rewritten, statement)  # type: ignore[arg-type]
         else:
             clone.sql(to_spark(rewritten))
 
