@@ -57,7 +57,8 @@ def _as_bound(value: Any) -> ch.Bound | None:
     raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
-def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+def bound_of(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+    """The bound an ``AT|BEFORE(VERSION|TIMESTAMP|OFFSET|STREAM => ...)`` clause names."""
     kind = str(data.args.get("kind") or "").upper()
     value = data.expression
     if kind == "VERSION":
@@ -94,8 +95,8 @@ def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
     if start is None:
         raise SqlError(f"CHANGES needs AT(...) or BEFORE(...) to say where the interval starts in statement: "
                        f"{statement}", statement)
-    first = _bound(session, start, statement)
-    last = _bound(session, end, statement) if end is not None else None
+    first = bound_of(session, start, statement)
+    last = bound_of(session, end, statement) if end is not None else None
     if str(start.this).upper() == "BEFORE":
         return Bounds(before=first, end=last)
     return Bounds(at=first, end=last)
@@ -126,7 +127,8 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-def _schema(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+def table_schemas(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+    """Each table's columns and their Spark types, as ``differentiation.build_plan`` takes them."""
     out: dict[str, dict[str, str]] = {}
     for table in tables:
         session.catalog.ensure_registered([table])
@@ -142,7 +144,7 @@ def plan_view(session: Session, name: str) -> Any:
     query = view_query(session, name)
     tables = sorted({t for t in table_names(query)})
     try:
-        return diff.build_plan(query, _schema(session, tables))
+        return diff.build_plan(query, table_schemas(session, tables))
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 
