@@ -22,8 +22,8 @@ from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
-from dtables.sql.output_names import column_list, name_outputs
 from dtables.sql.references import aliased_table, replace_table
+from dtables.sql.views import view_query
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -57,7 +57,8 @@ def _as_bound(value: Any) -> ch.Bound | None:
     raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
-def _bound(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+def bound_of(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+    """The bound an ``AT|BEFORE(VERSION|TIMESTAMP|OFFSET|STREAM => ...)`` clause names."""
     kind = str(data.args.get("kind") or "").upper()
     value = data.expression
     if kind == "VERSION":
@@ -94,8 +95,8 @@ def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
     if start is None:
         raise SqlError(f"CHANGES needs AT(...) or BEFORE(...) to say where the interval starts in statement: "
                        f"{statement}", statement)
-    first = _bound(session, start, statement)
-    last = _bound(session, end, statement) if end is not None else None
+    first = bound_of(session, start, statement)
+    last = bound_of(session, end, statement) if end is not None else None
     if str(start.this).upper() == "BEFORE":
         return Bounds(before=first, end=last)
     return Bounds(at=first, end=last)
@@ -126,38 +127,8 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-def view_query(session: Session, name: str) -> exp.Expr:
-    """The SELECT of a view, with views it reads expanded inline (views over views)."""
-    from dtables.sql.dialect import parse_one, to_spark
-    from dtables.sql.references import table_names
-
-    obj = session.catalog.lookup(name)
-    if obj is None or obj["kind"] != "VIEW":
-        raise SqlError(f"{name} is not a view")
-    create = parse_one(obj["definition"])
-    query = expand_views(session, create.expression)
-    # Inlined, the view's SELECT must give its columns the names the view gives them: its column list, and Spark's
-    # names for unnamed expressions (sum(i)), which the query text alone does not carry.
-    session.catalog.ensure_registered(table_names(query))
-    spark_names = session.spark.sql(to_spark(query)).columns  # analysis only, no Spark job
-    return name_outputs(query, spark_names, column_list(create) or spark_names, f"view {name}")
-
-
-def expand_views(session: Session, query: exp.Expr, depth: int = 0) -> exp.Expr:
-    if depth > 32:
-        raise SqlError("views nest more than 32 levels deep (a cycle?)")
-    for table in list(query.find_all(exp.Table)):
-        obj = session.catalog.lookup(qualified(table.db, table.name))
-        if obj is None or obj["kind"] != "VIEW":
-            continue
-        inner = view_query(session, obj["name"])
-        inner = expand_views(session, inner, depth + 1)
-        replace_table(table, exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(
-            table.alias_or_name))))
-    return query
-
-
-def _schema(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+def table_schemas(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+    """Each table's columns and their Spark types, as ``differentiation.build_plan`` takes them."""
     out: dict[str, dict[str, str]] = {}
     for table in tables:
         session.catalog.ensure_registered([table])
@@ -173,7 +144,7 @@ def plan_view(session: Session, name: str) -> Any:
     query = view_query(session, name)
     tables = sorted({t for t in table_names(query)})
     try:
-        return diff.build_plan(query, _schema(session, tables))
+        return diff.build_plan(query, table_schemas(session, tables))
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 

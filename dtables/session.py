@@ -14,6 +14,7 @@ from differentiation.vocabulary import ChangeFormat
 from dtables.catalog import Catalog, quote
 from dtables.errors import DtablesError
 from dtables.spark.fs import is_local, unreachable_over_connect
+from dtables.sql.views import expand_views
 from dtables.state import StateStore
 from scheduler.vocabulary import RefreshState
 
@@ -80,11 +81,11 @@ class Session:
         tree = parse_one(sql)
         if tree.find(exp.Changes) is not None:
             return explain_changes_clause(self, tree, sql)
-        from dtables.change_queries import _schema, expand_views
+        from dtables.change_queries import table_schemas
         from dtables.sql.references import table_names
 
         query = expand_views(self, tree)
-        return diff.explain(query, _schema(self, sorted(set(table_names(query)))))
+        return diff.explain(query, table_schemas(self, sorted(set(table_names(query)))))
 
     def refresh(self, names: str | list[str], *, data_timestamp: Any = None, raise_on_failure: bool = True) -> list:
         """Refresh dynamic tables and the dynamic tables they read to one data timestamp (default: now).

@@ -11,8 +11,6 @@ suspended or resumed while it runs.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,7 +19,7 @@ from dtables.catalog import normalize
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import Definition, from_iso
-from dtables.state import StateStore
+from dtables.state import StateStore, locks
 from scheduler.dag import DAG
 from scheduler.periods import (
     DEFAULT_BASE_PERIOD_S,
@@ -110,24 +108,12 @@ def load_snapshot(store: StateStore, *, base_period_s: float, suspended: Mapping
 
 def refresh_lock_path(store: StateStore, name: str) -> str:
     """The file ``dtables.dynamic.executor.table_lock`` locks while a refresh of ``name`` runs (same rule)."""
-    return str(store.path.parent / "locks" / f"{normalize(name)}.lock")
+    return str(locks.lock_path(store, normalize(name)))
 
 
 def refresh_running(store: StateStore, name: str) -> bool:
     """Whether some thread or process holds ``name``'s refresh lock right now (a non-blocking probe)."""
-    path = refresh_lock_path(store, name)
-    if not os.path.exists(path):
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return locks.is_held(locks.lock_path(store, normalize(name)))
 
 
 USER_SUSPENDED = "suspended with ALTER DYNAMIC TABLE ... SUSPEND"

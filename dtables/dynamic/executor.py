@@ -18,7 +18,6 @@ can kill a refresh where it hurts.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,7 +41,7 @@ from dtables.spark.sessions import own_session
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
-from dtables.state.store import open_private, private_folder
+from dtables.state import locks
 from scheduler.dag import DAG
 from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
@@ -114,14 +113,8 @@ def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
 @contextmanager
 def table_lock(session: Session, name: str) -> Iterator[None]:
     """An exclusive lock on one dynamic table's refreshes, across threads and processes (fcntl on a lock file)."""
-    folder = private_folder(session.store.path.parent / "locks")
-    fd = open_private(folder / f"{normalize(name)}.lock")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locks.exclusive(session.store, [normalize(name)]):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> history.RefreshRecord:

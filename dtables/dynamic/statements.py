@@ -25,6 +25,7 @@ from dtables.spark import fs
 from dtables.sql.dialect import to_spark
 from dtables.sql.output_names import check_unique, column_mapping_properties, name_outputs
 from dtables.sql.spark_errors import position
+from dtables.sql.views import expand_views
 from dtables.sql.dynamic_syntax import (
     AlterDynamicTable,
     CreateDynamicTable,
@@ -116,8 +117,6 @@ def _stored_query(session: Session, name: str, tree: CreateDynamicTable
                   ) -> tuple[exp.Expr, str, tuple[str, ...], dict[str, Any], Any, list[str]]:
     """The query as the table stores it (views inlined, sources qualified, outputs named), its sources and their
     versions, and its Spark schema (analysis only, no Spark job) and column names."""
-    from dtables.change_queries import expand_views
-
     # Views are inlined: the stored query reads base tables and dynamic tables only, whose versions make the
     # frontier. A later CREATE OR REPLACE VIEW does not reach this table until it is re-created.
     query_tree, sources = defs.qualify_sources(expand_views(session, tree.args["query"].copy()))

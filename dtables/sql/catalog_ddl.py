@@ -1,6 +1,6 @@
 """Catalog statements on tables, views and databases: each is kept by dtables' catalog or refused before it runs.
 
-Spark's catalog lives in one process's memory; dtables' catalog is the state store (``dtables/catalog.py``), and
+Spark's catalog lives in one process's memory; dtables' catalog is the state store (``dtables/catalog/``), and
 every session re-registers objects from it. A statement that changes only Spark's registration would report success
 and be gone in the next session (issue 22: ``ALTER TABLE t RENAME TO t2``). So every catalog statement lands in one
 of three places:

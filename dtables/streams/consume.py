@@ -25,22 +25,20 @@ skips any write it already has for that appId/version), then adopt. Nothing is l
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
 import json
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from dtables.catalog import normalize, qualified
+from dtables.catalog.tables import create_table
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.spark.sessions import own_session
 from dtables.streams import faults
@@ -51,7 +49,7 @@ from dtables.streams.frontier import latest_versions
 from dtables.streams.read import SparkScope, stream_changes
 from dtables.streams.retention import track_retention
 from dtables.sql.references import aliased_table, replace_table
-from dtables.state.store import open_private, private_folder
+from dtables.state import locks
 
 if TYPE_CHECKING:
     from dtables.session import Session
@@ -180,18 +178,8 @@ def _complete_merge_inserts(scope: SparkScope, tree: exp.Expr) -> None:
 def stream_locks(session: Session, names: Sequence[str]) -> Iterator[None]:
     """Exclusive locks on the named streams, taken in name order, held until the block ends (or the process
     dies: the kernel drops ``flock`` locks of a dead process)."""
-    folder = private_folder(Path(session.store.path).parent / "locks")
-    files = []
-    try:
-        for name in sorted(set(names)):
-            handle = os.fdopen(open_private(folder / f"stream-{name}.lock"), "a+")
-            files.append(handle)
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    with locks.exclusive(session.store, [f"stream-{name}" for name in sorted(set(names))]):
         yield
-    finally:
-        for handle in reversed(files):
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            handle.close()
 
 
 # -- executing a consumption -----------------------------------------------------------------------------------------
@@ -238,9 +226,7 @@ def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: 
         session.catalog.ensure_registered(table_names(tree))
         rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
         if isinstance(rewritten, exp.Create):
-            from dtables.sql.executor import _create_table
-
-            _create_table(scope, rewritten, statement)  # type: ignore[arg-type]
+            create_table(scope, rewritten, statement)  # type: ignore[arg-type]
         else:
             clone.sql(to_spark(rewritten))
 

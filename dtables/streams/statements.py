@@ -120,10 +120,10 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expr, stateme
             raise SqlError(f"cannot create stream {name} at stream {other.name}: it tracks other tables "
                            f"({', '.join(other.frontier)})", statement)
         return dict(other.frontier)
-    from dtables.change_queries import _bound
+    from dtables.change_queries import bound_of
 
     assert isinstance(when, exp.HistoricalData)
-    bound = _bound(session, when, statement)
+    bound = bound_of(session, when, statement)
     before = str(when.this).upper() == "BEFORE"
     try:
         return {t: ch.resolve_interval(session.spark, t, at=None if before else bound,
