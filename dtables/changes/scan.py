@@ -33,6 +33,7 @@ from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.shapes import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
+from dtables.spark.sessions import rows_frame
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
 _ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP = "__row_index", "__mark_file", "__mark_row", "__mark_keep"
@@ -101,8 +102,7 @@ def _scan_direct(
         if len(selective) == len({unquote(f.file_name) for f in files}):  # every file read for marked rows only
             # First by row index alone (a join on one long, cheap per row), which leaves few rows for the exact
             # join on (file name, row index), whose string key costs more than the scan itself on every row.
-            indexes = spark.createDataFrame([(r,) for r in sorted({m[1] for m in mark_rows if m[2]})],
-                                            INDEX_SCHEMA, verifySchema=False)
+            indexes = rows_frame(spark, [(r,) for r in sorted({m[1] for m in mark_rows if m[2]})], INDEX_SCHEMA)
             tagged = tagged.join(F.broadcast(indexes), F.col(_ROW_INDEX) == F.col(_INDEX), "left_semi")
             tagged = tagged.join(F.broadcast(marks.where(F.col(_MARK_KEEP))), on, "left_semi")
         else:
@@ -174,7 +174,7 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
             marks += [(name, r, True) for r in sorted(wanted)]
         else:
             marks += [(name, r, False) for r in sorted(rows_of(f.minus))]
-    return spark.createDataFrame(marks, MARK_SCHEMA, verifySchema=False), selective, empty, marks
+    return rows_frame(spark, marks, MARK_SCHEMA), selective, empty, marks
 
 
 def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:

@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from dtables.changes.idempotent import LoggedCommit, idempotent_session, logged_commits
-from dtables.spark.sessions import is_connect
+from dtables.spark.sessions import rows_frame
 
 METADATA_KEY = "dtables_ingest"
 EPOCH_SHIFT = 32
@@ -151,7 +151,5 @@ def write(spark: Any, location: str, schema: T.StructType, rows: Sequence[tuple[
     after a failure never applies the rows twice.
     """
     with idempotent_session(spark, meta.app, meta.seq, meta.to_json()) as clone:
-        # the converter checked every value; Connect has no verifySchema (and warns when it is passed)
-        options = {} if is_connect(clone) else {"verifySchema": False}
-        df = clone.createDataFrame(list(rows), write_schema(schema), **options)
+        df = rows_frame(clone, list(rows), write_schema(schema))  # the converter checked every value
         df.coalesce(1).write.format("delta").mode("append").save(location)

@@ -58,3 +58,11 @@ def cancel_jobs(spark: Any) -> None:
             clone.interruptAll()
     else:
         spark.sparkContext.cancelAllJobs()
+
+
+def rows_frame(spark: Any, rows: Any, schema: Any) -> Any:
+    """``spark.createDataFrame(rows, schema)`` for rows built to fit ``schema``: classic Spark skips checking each
+    value (``verifySchema=False``); Spark Connect has no such check to skip (and warns when asked to)."""
+    if is_connect(spark):
+        return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, schema, verifySchema=False)
