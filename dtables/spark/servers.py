@@ -192,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="the worker's cores (cluster)")
     parser.add_argument("--memory", default="2g", help="the worker's memory (cluster)")
     args = parser.parse_args(argv)
+    # stopped by a signal (kill, a supervisor), stop the JVMs too: they run in process groups of their own
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if args.kind == "cluster":
         cluster = start_cluster(args.cores, args.memory)
         print(f"master {cluster.master_url} (logs in {cluster.master.log.parent}); Ctrl-C stops it", flush=True)
