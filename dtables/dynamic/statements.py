@@ -26,16 +26,13 @@ from dtables.sql.dialect import to_spark
 from dtables.sql.output_names import check_unique, column_mapping_properties, name_outputs
 from dtables.sql.spark_errors import position
 from dtables.sql.views import expand_views
-from dtables.sql.dynamic_syntax import (
+from dtables.sql.dynamic_syntax import Initialize, RefreshMode, SettingError, target_lag
+from dtables.sql.expressions import (
     AlterDynamicTable,
     CreateDynamicTable,
     DescribeDynamicTable,
     DropDynamicTable,
-    Initialize,
-    RefreshMode,
-    SettingError,
     ShowDynamicTables,
-    target_lag,
 )
 from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 

@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from dtables.catalog import normalize
 from dtables.ingest import store as cs
-from dtables.ingest.syntax import ShowChannels
+from dtables.sql.expressions import ShowChannels
 
 if TYPE_CHECKING:
     from dtables.session import Session

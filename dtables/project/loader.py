@@ -249,7 +249,7 @@ def load_project(folder: str | Path, profile: str | None = None) -> Project:
     """Read, render and check the structure of a project folder. Raises ProjectError naming file and line."""
     from dtables.sql.dialect import parse_one
     from dtables.sql.references import table_names
-    from dtables.streams.syntax import CreateStream
+    from dtables.sql.expressions import CreateStream
     from sqlglot import exp
     from sqlglot.errors import ParseError
 

@@ -4,9 +4,9 @@ Built on sqlglot's Spark dialect so plain Spark SQL parses as Spark's; everythin
 - ``METADATA$ACTION``-style identifiers (``$`` inside names, as in Snowflake);
 - ``FROM t CHANGES(INFORMATION => ...) AT|BEFORE(...) END(...)`` (sqlglot's own ``exp.Changes`` /
   ``exp.HistoricalData``);
-- dtables statements, parsed into the expression classes below by the parsers in ``DTABLES_STATEMENTS``: each is a
-  function that gets the parser positioned at the statement's first token and returns an expression or ``None``
-  (not this statement; the parser is rewound). Later statements (streams, dynamic tables) register here too.
+- dtables statements, parsed into the classes of ``dtables.sql.expressions`` by the parsers in
+  ``DTABLES_STATEMENTS`` (from ``dtables.sql.*_syntax``): each is a function that gets the parser positioned at the
+  statement's first token and returns an expression or ``None`` (not this statement; the parser is rewound).
 
 The generator quotes identifiers holding ``$`` so that Spark accepts them as column names.
 """
@@ -15,43 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
+from sqlglot.parser import Parser
 from sqlglot.parsers.spark import SparkParser
-from sqlglot.tokens import TokenType
 
-from dtables.ingest import syntax as ingest_syntax
-from dtables.sql import dynamic_syntax
-from dtables.streams import syntax as stream_syntax
+from dtables.sql import channel_syntax, dynamic_syntax, stream_syntax, table_syntax
+from dtables.sql.expressions import SetChangeTracking
 
-
-class SetChangeTracking(exp.Expression):
-    """``ALTER TABLE t SET CHANGE_TRACKING = TRUE | FALSE``."""
-
-    arg_types = {"this": True, "enabled": True}
-
-
-StatementParser = Callable[["DtablesParser"], "exp.Expr | None"]
-
-
-def _parse_set_change_tracking(p: DtablesParser) -> exp.Expr | None:
-    if not p._match_text_seq("ALTER", "TABLE"):
-        return None
-    table = p._parse_table_parts()
-    if not p._match_text_seq("SET", "CHANGE_TRACKING"):
-        return None
-    p._match(TokenType.EQ)
-    value = p._parse_var(any_token=True)
-    if value is None or value.name.upper() not in ("TRUE", "FALSE"):
-        p.raise_error("CHANGE_TRACKING must be TRUE or FALSE")
-        return None
-    return SetChangeTracking(this=table, enabled=exp.Boolean(this=value.name.upper() == "TRUE"))
-
+StatementParser = Callable[[Parser], "exp.Expr | None"]
 
 # Ordered: the first parser that recognises the statement wins.
-DTABLES_STATEMENTS: list[StatementParser] = [_parse_set_change_tracking, *dynamic_syntax.PARSERS,
-                                              *stream_syntax.PARSERS, *ingest_syntax.PARSERS]
+DTABLES_STATEMENTS: list[StatementParser] = [
+    table_syntax.parse_set_change_tracking, *dynamic_syntax.PARSERS, table_syntax.parse_set_properties_change_tracking,
+    *stream_syntax.PARSERS, *channel_syntax.PARSERS]
 
 
 class DtablesParser(SparkParser):
@@ -93,8 +72,6 @@ class Dtables(Spark):
 
 
 def parse_one(sql: str) -> exp.Expr:
-    import sqlglot
-
     return sqlglot.parse_one(sql, read=Dtables)
 
 

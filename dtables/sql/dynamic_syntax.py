@@ -1,4 +1,4 @@
-"""Syntax of dynamic-table statements (Snowflake's spelling), parsed into the expression classes below.
+"""Syntax of dynamic-table statements (Snowflake's spelling), parsed into the classes of ``dtables.sql.expressions``.
 
     CREATE [OR REPLACE] DYNAMIC TABLE [IF NOT EXISTS] d [(col [COMMENT '...'], ...)]
         TARGET_LAG = '<n> seconds|minutes|hours|days' | DOWNSTREAM
@@ -13,17 +13,17 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
+from sqlglot.parser import Parser
 from sqlglot.tokens import TokenType
 
 from differentiation.vocabulary import Word
 from dtables.errors import UsageError
-
-if TYPE_CHECKING:
-    from dtables.sql.dialect import DtablesParser
-
+from dtables.sql.expressions import AlterDynamicTable, CreateDynamicTable, DescribeDynamicTable, DropDynamicTable, \
+    ShowDynamicTables
+from scheduler.errors import TargetLagError
+from scheduler.periods import parse_target_lag
 
 
 class RefreshMode(Word):
@@ -64,9 +64,6 @@ def target_lag(text: str) -> str:
     """A TARGET_LAG as stored: ``DOWNSTREAM`` (any case) or the text, once the scheduler can schedule it
     (``'<n> seconds|minutes|hours|days'``, at least one second); SettingError otherwise (``soon``, ``-5 minutes``,
     ``0 seconds``, ``1000 years``)."""
-    from scheduler.errors import TargetLagError
-    from scheduler.periods import parse_target_lag
-
     try:
         lag = parse_target_lag(text)
     except TargetLagError as e:
@@ -90,30 +87,7 @@ def setting(key: str, value: str) -> str:
                        "COMMENT")
 
 
-class CreateDynamicTable(exp.Expression):
-    arg_types = {"this": True, "query": True, "target_lag": True, "refresh_mode": False, "initialize": False,
-                 "comment": False, "columns": False, "replace": False, "exists": False}
-
-
-class AlterDynamicTable(exp.Expression):
-    """``action`` is REFRESH, SUSPEND, RESUME or SET_TARGET_LAG (then ``target_lag`` holds the new lag)."""
-
-    arg_types = {"this": True, "action": True, "target_lag": False}
-
-
-class DropDynamicTable(exp.Expression):
-    arg_types = {"this": True, "exists": False}
-
-
-class ShowDynamicTables(exp.Expression):
-    arg_types = {"like": False}
-
-
-class DescribeDynamicTable(exp.Expression):
-    arg_types = {"this": True}
-
-
-def _lag_value(p: DtablesParser) -> str:
+def _lag_value(p: Parser) -> str:
     if p._match(TokenType.STRING):
         return p._prev.text
     word = p._parse_var(any_token=True)
@@ -122,7 +96,7 @@ def _lag_value(p: DtablesParser) -> str:
     return "DOWNSTREAM"
 
 
-def _choice(p: DtablesParser, key: str, allowed: tuple[str, ...]) -> str:
+def _choice(p: Parser, key: str, allowed: tuple[str, ...]) -> str:
     word = p._parse_var(any_token=True)
     try:
         return choice(key, word.name if word is not None else "", allowed)
@@ -131,7 +105,7 @@ def _choice(p: DtablesParser, key: str, allowed: tuple[str, ...]) -> str:
         return ""
 
 
-def parse_create_dynamic_table(p: DtablesParser) -> exp.Expr | None:
+def parse_create_dynamic_table(p: Parser) -> exp.Expr | None:
     if not p._match_text_seq("CREATE"):
         return None
     replace = p._match_text_seq("OR", "REPLACE")
@@ -176,7 +150,7 @@ def parse_create_dynamic_table(p: DtablesParser) -> exp.Expr | None:
         columns=columns or None, replace=replace, exists=exists)
 
 
-def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expr | None:
+def parse_alter_dynamic_table(p: Parser) -> exp.Expr | None:
     if not p._match_text_seq("ALTER", "DYNAMIC", "TABLE"):
         return None
     name = p._parse_table_parts()
@@ -188,7 +162,7 @@ def parse_alter_dynamic_table(p: DtablesParser) -> exp.Expr | None:
     return AlterDynamicTable(this=name, action=exp.var(action))
 
 
-def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expr | None:
+def parse_drop_dynamic_table(p: Parser) -> exp.Expr | None:
     if not p._match_text_seq("DROP", "DYNAMIC", "TABLE"):
         return None
     exists = p._match_text_seq("IF", "EXISTS")
@@ -198,7 +172,7 @@ def parse_drop_dynamic_table(p: DtablesParser) -> exp.Expr | None:
 _SHOW = re.compile(r"^\s*DYNAMIC\s+TABLES(?:\s+LIKE\s+'([^']*)')?\s*$", re.IGNORECASE)
 
 
-def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expr | None:
+def parse_show_dynamic_tables(p: Parser) -> exp.Expr | None:
     # The tokenizer treats SHOW as a command keyword and hands over the rest of the statement as one string.
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None
@@ -208,7 +182,7 @@ def parse_show_dynamic_tables(p: DtablesParser) -> exp.Expr | None:
     return ShowDynamicTables(like=exp.Literal.string(match.group(1)) if match.group(1) is not None else None)
 
 
-def parse_describe_dynamic_table(p: DtablesParser) -> exp.Expr | None:
+def parse_describe_dynamic_table(p: Parser) -> exp.Expr | None:
     if not (p._match_text_seq("DESCRIBE") or p._match_text_seq("DESC")):
         return None
     if not p._match_text_seq("DYNAMIC", "TABLE"):

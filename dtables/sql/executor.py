@@ -26,8 +26,8 @@ from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
-from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
-from dtables.sql.dynamic_syntax import CreateDynamicTable
+from dtables.sql.dialect import Dtables, to_spark
+from dtables.sql.expressions import CreateDynamicTable, SetChangeTracking
 from dtables.sql.output_names import has_unnamed, name_outputs
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement, translate

@@ -19,7 +19,8 @@ from dtables.catalog import normalize, qualified
 from dtables.changes.interval import open_log
 from dtables.errors import ChangeTrackingError, SqlError
 from dtables.streams import store as st
-from dtables.streams import syntax, transactions
+from dtables.sql import expressions as syntax
+from dtables.streams import transactions
 from dtables.streams.consume import SHORTHANDS, WRITES, StreamRead, consume, recover, stream_locks, stream_tables, \
     substitute, target_of
 from dtables.streams.frontier import latest_versions, stale_after, stale_reason

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
-from dtables.sql.dialect import SetChangeTracking, parse_one, to_spark
+from dtables.sql.dialect import parse_one, to_spark
+from dtables.sql.expressions import SetChangeTracking
 from dtables.sql.executor import split_statements
 
 
@@ -37,7 +38,7 @@ def test_split_statements_keeps_text_and_ignores_empty():
 
 
 def test_create_dynamic_table_statement():
-    from dtables.sql.dynamic_syntax import CreateDynamicTable
+    from dtables.sql.expressions import CreateDynamicTable
 
     tree = parse_one("CREATE OR REPLACE DYNAMIC TABLE d (a COMMENT 'x', b) TARGET_LAG = '5 minutes' "
                      "REFRESH_MODE = INCREMENTAL INITIALIZE = ON_SCHEDULE COMMENT = 'hi' AS SELECT a, b FROM t")

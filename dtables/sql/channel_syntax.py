@@ -4,28 +4,19 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
+from sqlglot.parser import Parser
 from sqlglot.tokens import TokenType
 
-if TYPE_CHECKING:
-    from dtables.sql.dialect import DtablesParser
-
-
-class ShowChannels(exp.Expression):
-    """``like``: a LIKE pattern on channel names; ``table``: only the channels of this table; ``database``: only
-    those of tables in this database."""
-
-    arg_types = {"like": False, "table": False, "database": False}
-
+from dtables.sql.expressions import ShowChannels
 
 _SHOW = re.compile(r"^\s*CHANNELS(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+(?:(?P<account>ACCOUNT)|"
                    r"(?:DATABASE|SCHEMA)\s+(?P<database>[\w`]+)|(?:TABLE\s+)?(?P<table>[\w.`]+)))?\s*$",
                    re.IGNORECASE)
 
 
-def parse_show_channels(p: DtablesParser) -> exp.Expr | None:
+def parse_show_channels(p: Parser) -> exp.Expr | None:
     # The tokenizer hands over everything after SHOW as one string (as for SHOW STREAMS).
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None

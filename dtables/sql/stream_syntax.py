@@ -1,4 +1,4 @@
-"""Syntax of stream and transaction statements, parsed into the expression classes below.
+"""Syntax of stream and transaction statements, parsed into the classes of ``dtables.sql.expressions``.
 
 Snowflake's spelling::
 
@@ -21,59 +21,20 @@ the frontier-aware vacuum (``dtables.streams.vacuum``) instead of straight to De
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
+from sqlglot.parser import Parser
 from sqlglot.tokens import TokenType
 
 from differentiation.vocabulary import ChangeFormat
-
-if TYPE_CHECKING:
-    from dtables.sql.dialect import DtablesParser
+from dtables.sql.expressions import BeginTransaction, CommitTransaction, CreateStream, DescribeStream, DropStream, \
+    RollbackTransaction, ShowStreams, Vacuum
 
 SOURCE_KINDS = ("TABLE", "VIEW", "DYNAMIC TABLE")
 FLAVORS = ("SNOWFLAKE", "SINGDATA")  # which spelling created the stream: decides its metadata columns
 
 
-class CreateStream(exp.Expression):
-    """``source_kind``: TABLE | VIEW | DYNAMIC TABLE; ``mode``: DEFAULT | APPEND_ONLY; ``at_before``: the
-    ``exp.HistoricalData`` of an AT/BEFORE clause; ``flavor``: SNOWFLAKE | SINGDATA."""
-
-    arg_types = {"this": True, "source": True, "source_kind": True, "mode": True, "show_initial_rows": True,
-                 "at_before": False, "comment": False, "replace": False, "exists": False, "flavor": True}
-
-
-class DropStream(exp.Expression):
-    arg_types = {"this": True, "exists": False}
-
-
-class ShowStreams(exp.Expression):
-    arg_types = {"like": False}
-
-
-class DescribeStream(exp.Expression):
-    arg_types = {"this": True}
-
-
-class Vacuum(exp.Expression):
-    """``retain``: the hours of RETAIN n HOURS (None: the table's own retention); ``dry_run``: DRY RUN."""
-
-    arg_types = {"this": True, "retain": False, "dry_run": False}
-
-
-class BeginTransaction(exp.Expression):
-    arg_types = {}
-
-
-class CommitTransaction(exp.Expression):
-    arg_types = {}
-
-
-class RollbackTransaction(exp.Expression):
-    arg_types = {}
-
-
-def _bool(p: DtablesParser, key: str) -> bool:
+def _bool(p: Parser, key: str) -> bool:
     text = "" if _at_end(p) else p._curr.text.upper()
     if text not in ("TRUE", "FALSE"):
         p.raise_error(f"{key} must be TRUE or FALSE, not {text or 'nothing'}")
@@ -81,12 +42,12 @@ def _bool(p: DtablesParser, key: str) -> bool:
     return text == "TRUE"
 
 
-def _at_end(p: DtablesParser) -> bool:
+def _at_end(p: Parser) -> bool:
     # sqlglot's parser marks the end with a sentinel token, not None.
     return p._index >= len(p._tokens) or p._curr.token_type == TokenType.SEMICOLON
 
 
-def _word(p: DtablesParser) -> str:
+def _word(p: Parser) -> str:
     """The next token's text, upper-cased (keywords included), and advance; '' at the end."""
     if _at_end(p):
         return ""
@@ -94,7 +55,7 @@ def _word(p: DtablesParser) -> str:
     return p._prev.text.upper()
 
 
-def _source_kind(p: DtablesParser) -> str:
+def _source_kind(p: Parser) -> str:
     if p._match_text_seq("DYNAMIC", "TABLE"):
         return "DYNAMIC TABLE"
     if p._match_text_seq("TABLE"):
@@ -105,7 +66,7 @@ def _source_kind(p: DtablesParser) -> str:
     return ""
 
 
-def parse_create_stream(p: DtablesParser) -> exp.Expr | None:
+def parse_create_stream(p: Parser) -> exp.Expr | None:
     if not p._match_text_seq("CREATE"):
         return None
     replace = p._match_text_seq("OR", "REPLACE")
@@ -149,7 +110,7 @@ def parse_create_stream(p: DtablesParser) -> exp.Expr | None:
                         replace=replace, exists=exists, flavor=exp.var(flavor))
 
 
-def _parse_at_before(p: DtablesParser) -> exp.Expr:
+def _parse_at_before(p: Parser) -> exp.Expr:
     word = p._curr.text.upper()
     p._advance()
     p._match(TokenType.L_PAREN)
@@ -166,7 +127,7 @@ def _parse_at_before(p: DtablesParser) -> exp.Expr:
 _MODES = {"STANDARD": ChangeFormat.DEFAULT.value, **{f.value: f.value for f in ChangeFormat}}
 
 
-def _parse_properties(p: DtablesParser, mode: str, initial: bool) -> tuple[str, bool]:
+def _parse_properties(p: Parser, mode: str, initial: bool) -> tuple[str, bool]:
     p._match(TokenType.L_PAREN)
     while not p._match(TokenType.R_PAREN):
         if _at_end(p):
@@ -192,7 +153,7 @@ def _parse_properties(p: DtablesParser, mode: str, initial: bool) -> tuple[str, 
     return mode, initial
 
 
-def parse_drop_stream(p: DtablesParser) -> exp.Expr | None:
+def parse_drop_stream(p: Parser) -> exp.Expr | None:
     if not p._match_text_seq("DROP"):
         return None
     if not (p._match_text_seq("TABLE", "STREAM") or p._match_text_seq("STREAM")):
@@ -204,7 +165,7 @@ def parse_drop_stream(p: DtablesParser) -> exp.Expr | None:
 _SHOW = re.compile(r"^\s*(?:TABLE\s+)?STREAMS(?:\s+LIKE\s+'([^']*)')?\s*$", re.IGNORECASE)
 
 
-def parse_show_streams(p: DtablesParser) -> exp.Expr | None:
+def parse_show_streams(p: Parser) -> exp.Expr | None:
     # The tokenizer hands over everything after SHOW as one string (as for SHOW DYNAMIC TABLES).
     if not p._match_text_seq("SHOW") or not p._match(TokenType.STRING):
         return None
@@ -214,7 +175,7 @@ def parse_show_streams(p: DtablesParser) -> exp.Expr | None:
     return ShowStreams(like=exp.Literal.string(match.group(1)) if match.group(1) is not None else None)
 
 
-def parse_describe_stream(p: DtablesParser) -> exp.Expr | None:
+def parse_describe_stream(p: Parser) -> exp.Expr | None:
     if not (p._match_text_seq("DESCRIBE") or p._match_text_seq("DESC")):
         return None
     if not (p._match_text_seq("TABLE", "STREAM") or p._match_text_seq("STREAM")):
@@ -222,7 +183,7 @@ def parse_describe_stream(p: DtablesParser) -> exp.Expr | None:
     return DescribeStream(this=p._parse_table_parts())
 
 
-def parse_transaction(p: DtablesParser) -> exp.Expr | None:
+def parse_transaction(p: Parser) -> exp.Expr | None:
     """BEGIN / START TRANSACTION / COMMIT / ROLLBACK (sqlglot's own nodes would not mark them as dtables')."""
     node: exp.Expr
     if p._match_text_seq("BEGIN") or p._match_text_seq("START", "TRANSACTION"):
@@ -243,7 +204,7 @@ _VACUUM = re.compile(r"^\s*(?P<table>'[^']*'|delta\s*\.\s*`[^`]+`|[\w`.]+)"
                      r"(?:\s+RETAIN\s+(?P<hours>\d+(?:\.\d+)?)\s+HOURS?)?(?P<dry>\s+DRY\s+RUN)?\s*$", re.IGNORECASE)
 
 
-def parse_vacuum(p: DtablesParser) -> exp.Expr | None:
+def parse_vacuum(p: Parser) -> exp.Expr | None:
     # VACUUM is one of the tokenizer's commands: everything after it arrives as one string.
     if not p._match_text_seq("VACUUM"):
         return None
@@ -263,25 +224,5 @@ def parse_vacuum(p: DtablesParser) -> exp.Expr | None:
                   dry_run=exp.Boolean(this=match.group("dry") is not None))
 
 
-def parse_set_properties_change_tracking(p: DtablesParser) -> exp.Expr | None:
-    """Singdata's ``ALTER TABLE t SET PROPERTIES ('change_tracking' = 'true')``, the prerequisite of its streams."""
-    from dtables.sql.dialect import SetChangeTracking  # the dialect imports this module
-
-    if not p._match_text_seq("ALTER", "TABLE"):
-        return None
-    table = p._parse_table_parts()
-    if not p._match_text_seq("SET", "PROPERTIES") or not p._match(TokenType.L_PAREN):
-        return None
-    if not p._match(TokenType.STRING) or p._prev.text.lower() != "change_tracking":
-        return None
-    p._match(TokenType.EQ)
-    if not p._match(TokenType.STRING) or p._prev.text.upper() not in ("TRUE", "FALSE"):
-        p.raise_error("'change_tracking' must be 'true' or 'false'")
-    enabled = p._prev.text.upper() == "TRUE"
-    if not p._match(TokenType.R_PAREN) or not _at_end(p):
-        return None
-    return SetChangeTracking(this=table, enabled=exp.Boolean(this=enabled))
-
-
-PARSERS = (parse_set_properties_change_tracking, parse_create_stream, parse_drop_stream, parse_show_streams,
+PARSERS = (parse_create_stream, parse_drop_stream, parse_show_streams,
            parse_describe_stream, parse_transaction, parse_vacuum)
