@@ -47,7 +47,7 @@ def main() -> None:
     import dtables
     from dtables.changes.log import DeltaLog
     from dtables.ingest import store as cs
-    from dtables.ingest.client import Client
+    from dtables.client import Client
     from dtables.ingest.commits import write_schema
 
     folder = tempfile.mkdtemp(prefix="bench_ingest_")

@@ -76,7 +76,7 @@ def victim(kind: str, warehouse: str) -> None:
 
 
 def _produce(session: Any) -> None:
-    from dtables.ingest.client import Client
+    from dtables.client import Client
 
     rng = random.Random()
     client = Client(session, max_client_lag=0.2)
@@ -243,7 +243,7 @@ def _consume_check(session: Any, writer: Writer) -> Check:
 
 
 def _ingest_check(session: Any, writer: Writer) -> Check:
-    from dtables.ingest.client import Client
+    from dtables.client import Client
 
     with Client(session) as client:  # reopening the channel is the producer's recovery
         token = client.open_channel(CHANNEL, CHANNEL_TABLE).get_latest_committed_offset_token()

@@ -11,7 +11,7 @@ __all__ = ["connect", "Session", "DtablesError", "SqlError", "ObjectNotFound", "
 def __getattr__(name: str) -> object:
     # The ingestion client imports PySpark's types; loaded on first use so `import dtables` stays light.
     if name == "Client":
-        from dtables.ingest.client import Client
+        from dtables.client import Client
 
         return Client
     raise AttributeError(f"module 'dtables' has no attribute {name!r}")

@@ -12,7 +12,7 @@ import datetime as dt
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -20,13 +20,12 @@ import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
+from dtables.catalog.warehouse import Warehouse
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
-from dtables.sql.references import aliased_table, replace_table
+from dtables.sql.references import aliased_table, replace_table, table_names
 from dtables.sql.views import view_query
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.state import streams as st
 
 _view_names = itertools.count()
 
@@ -57,7 +56,7 @@ def _as_bound(value: Any) -> ch.Bound | None:
     raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
-def bound_of(session: Session, data: exp.HistoricalData, statement: str) -> ch.Bound:
+def bound_of(session: Warehouse, data: exp.HistoricalData, statement: str) -> ch.Bound:
     """The bound an ``AT|BEFORE(VERSION|TIMESTAMP|OFFSET|STREAM => ...)`` clause names."""
     kind = str(data.args.get("kind") or "").upper()
     value = data.expression
@@ -68,13 +67,22 @@ def bound_of(session: Session, data: exp.HistoricalData, statement: str) -> ch.B
     if kind == "OFFSET":
         return ch.Bound.offset(float(_evaluate(session, value)))
     if kind == "STREAM":
-        from dtables.streams.frontier import stream_bound
-
         return stream_bound(session, str(_evaluate(session, value)), statement)
     raise SqlError(f"{data.this}({kind} => ...) is not supported; use VERSION, TIMESTAMP or OFFSET", statement)
 
 
-def _evaluate(session: Session, value: exp.Expr, cast: str | None = None) -> Any:
+def stream_bound(session: Warehouse, name: str, statement: str) -> ch.Bound:
+    """``AT(STREAM => 's')``: the stream's frontier as a bound. One base table: its version; several: the time the
+    frontier last advanced (paper 3.3: a frontier used as a point in time is its last-updated timestamp)."""
+    stream = st.get(session.store, normalize(name))
+    if stream is None:
+        raise SqlError(f"AT(STREAM => '{name}'): there is no stream {normalize(name)}", statement)
+    if len(stream.frontier) == 1:
+        return ch.Bound.version(next(iter(stream.frontier.values())))
+    return ch.Bound.timestamp(dt.datetime.fromisoformat(stream.consumed_at.replace("Z", "+00:00")))
+
+
+def _evaluate(session: Warehouse, value: exp.Expr, cast: str | None = None) -> Any:
     if isinstance(value, exp.Literal) and not value.is_string and cast is None:
         return value.this
     if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and cast is None:
@@ -89,7 +97,7 @@ def _evaluate(session: Session, value: exp.Expr, cast: str | None = None) -> Any
     return session.spark.sql(f"SELECT {expression} AS v").first()[0]
 
 
-def bounds_of(session: Session, clause: exp.Changes, statement: str) -> Bounds:
+def bounds_of(session: Warehouse, clause: exp.Changes, statement: str) -> Bounds:
     start = clause.args.get("at_before")
     end = clause.args.get("end")
     if start is None:
@@ -112,7 +120,7 @@ def information_of(clause: exp.Changes) -> str:
 # -- change sets ----------------------------------------------------------------------------------------------------
 
 
-def changes_of(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
+def changes_of(session: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     """The change set of a table or view over ``bounds`` as a DataFrame (columns, then ``METADATA$`` columns)."""
     obj = session.catalog.lookup(name)
     if obj is not None and obj["kind"] == "VIEW":
@@ -127,7 +135,7 @@ def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-def table_schemas(session: Session, tables: list[str]) -> dict[str, dict[str, str]]:
+def table_schemas(session: Warehouse, tables: list[str]) -> dict[str, dict[str, str]]:
     """Each table's columns and their Spark types, as ``differentiation.build_plan`` takes them."""
     out: dict[str, dict[str, str]] = {}
     for table in tables:
@@ -137,10 +145,8 @@ def table_schemas(session: Session, tables: list[str]) -> dict[str, dict[str, st
     return out
 
 
-def plan_view(session: Session, name: str) -> Any:
+def plan_view(session: Warehouse, name: str) -> Any:
     """The differentiation plan of a view's query (views inside expanded)."""
-    from dtables.sql.references import table_names
-
     query = view_query(session, name)
     tables = sorted({t for t in table_names(query)})
     try:
@@ -149,7 +155,7 @@ def plan_view(session: Session, name: str) -> Any:
         raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 
 
-def view_changes(session: Session, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
+def view_changes(session: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     plan = plan_view(session, name)
     intervals = _view_intervals(session, name, plan.base_tables(), bounds)
     stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
@@ -161,7 +167,7 @@ def view_changes(session: Session, name: str, bounds: Bounds, information: str =
     return session.spark.sql(query.sql(dialect="spark"))
 
 
-def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:
+def _view_intervals(session: Warehouse, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:
     by_version = [b for b in (bounds.at, bounds.before, bounds.end) if b is not None and b.kind == "version"]
     if by_version and len(tables) != 1:
         raise ChangeTrackingError(
@@ -172,7 +178,7 @@ def _view_intervals(session: Session, view: str, tables: tuple[str, ...], bounds
             for t in tables}
 
 
-def explain_view_changes(session: Session, name: str, information: str = ChangeFormat.DEFAULT) -> str:
+def explain_view_changes(session: Warehouse, name: str, information: str = ChangeFormat.DEFAULT) -> str:
     """The view's plan and its derivative, as text."""
     plan = plan_view(session, name)
     return diff.explain(plan, information=ChangeFormat(information))
@@ -181,7 +187,7 @@ def explain_view_changes(session: Session, name: str, information: str = ChangeF
 # -- statements ----------------------------------------------------------------------------------------------------
 
 
-def resolve_changes(session: Session, tree: exp.Expr, statement: str) -> exp.Expr:
+def resolve_changes(session: Warehouse, tree: exp.Expr, statement: str) -> exp.Expr:
     """Replace every ``t CHANGES(...)`` table reference by a temporary view of its change set."""
     tree = tree.copy()
     for table in list(tree.find_all(exp.Table)):
@@ -199,7 +205,7 @@ def resolve_changes(session: Session, tree: exp.Expr, statement: str) -> exp.Exp
     return tree
 
 
-def explain_changes_clause(session: Session, tree: exp.Expr, statement: str) -> str:
+def explain_changes_clause(session: Warehouse, tree: exp.Expr, statement: str) -> str:
     """EXPLAIN text for the CHANGES clauses of a statement: the shape and plan of each change read."""
     lines = []
     for table in tree.find_all(exp.Table):

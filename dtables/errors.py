@@ -35,3 +35,19 @@ class UsageError(DtablesError, ValueError):
 
 class UsageTypeError(UsageError, TypeError):
     """A Python API was given a value of a type it cannot take (also a TypeError, as these errors were)."""
+
+
+class StreamError(DtablesError):
+    """A stream statement or consumption failed; the stream's frontier is as it was."""
+
+
+class StreamNotFound(StreamError):
+    pass
+
+
+class StreamStale(StreamError):
+    """The stream's frontier is older than the history its source still retains."""
+
+
+class StreamConflict(StreamError):
+    """Another consumer advanced the stream after this transaction read it."""

@@ -6,46 +6,32 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from sqlglot import exp
 
 from differentiation.vocabulary import ChangeFormat
-from dtables.catalog import Catalog, quote
+from dtables.catalog import quote
 from dtables.errors import DtablesError
 from dtables.spark.fs import is_local, unreachable_over_connect
 from dtables.sql.views import expand_views
 from dtables.state import StateStore
+from dtables.catalog.warehouse import Warehouse, default_state_store, warehouse_uri
 from scheduler.vocabulary import RefreshState
 
 
-def warehouse_uri(warehouse: str | os.PathLike[str]) -> str:
-    """A URI for the warehouse: plain paths become ``file:`` URIs; ``s3a://``, ``abfss://``... stay as given."""
-    text = os.fspath(warehouse)
-    if urlparse(text).scheme and not (len(text) > 1 and text[1] == ":"):  # not a Windows drive letter
-        return text.rstrip("/")
-    return Path(text).expanduser().resolve().as_uri()
-
-
-def default_state_store(uri: str) -> Path:
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        raise DtablesError(
-            f"warehouse {uri} is not on the local file system; the SQLite state store needs a local path: "
-            "pass state_store='/path/to/state.sqlite' (or set it in dtables.yml)")
-    return Path(parsed.path) / "_dtables" / "state.sqlite"
-
-
-class Session:
-    """One connection to a warehouse. Create with :func:`dtables.connect`."""
+class Session(Warehouse):
+    """One connection to a warehouse: a :class:`Warehouse` plus the user-facing methods. Create with
+    :func:`dtables.connect`."""
 
     def __init__(self, spark: Any, warehouse: str, store: StateStore, owns_spark: bool):
-        self.spark = spark
-        self.warehouse = warehouse
-        self.store = store
-        self.catalog = Catalog(spark, store, warehouse)
+        super().__init__(spark, warehouse, store)
         self._owns_spark = owns_spark
         self.catalog.detach_foreign_objects()
+
+    @property
+    def warehouse(self) -> str:
+        """The warehouse's URI."""
+        return self.uri
 
     def sql(self, text: str) -> Any:
         """Run one statement or a ``;``-separated script; return the Spark DataFrame of the last statement."""

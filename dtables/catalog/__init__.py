@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from dtables.errors import SqlError
+from dtables.sql.names import DEFAULT_DB, normalize, qualified, quote, quote_column
+from dtables.sql.references import referenced_tables
+from dtables.sql.spark_errors import first_sentences
 from dtables.state import StateStore
 
-DEFAULT_DB = "default"
 # Kinds of catalog objects stored as Delta tables (the rest, VIEW, are re-created from their definition).
 TABLE_KINDS = ("TABLE", "DYNAMIC_TABLE")
 
@@ -32,29 +35,6 @@ def new_table_properties(spark: Any) -> dict[str, str]:
     """The Delta properties of a table dtables creates (CREATE TABLE, CTAS, a dynamic table's storage)."""
     on = str(spark.conf.get(DELETION_VECTORS_SETTING, "true")).strip().lower() != "false"
     return {**CHANGE_TRACKING_PROPERTIES, "delta.enableDeletionVectors": "true" if on else "false"}
-
-
-def normalize(name: str) -> str:
-    """``People`` -> ``default.people``; ``Db.T`` -> ``db.t``; backticks removed."""
-    parts = [p.strip("`").lower() for p in name.split(".")]
-    parts = parts[-2:]
-    return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_DB}.{parts[0]}"
-
-
-def quote(name: str) -> str:
-    """``People`` -> ```default`.`people```: a table name normalized and quoted for Spark SQL."""
-    return ".".join(quote_column(p) for p in normalize(name).split("."))
-
-
-def quote_column(name: str) -> str:
-    """A column (or one name part) quoted for Spark, as is: ``F.col(quote_column(c))``, SQL text."""
-    return f"`{name}`"
-
-
-def qualified(db: str | None, name: str) -> str:
-    """``db.name`` as written, or ``name`` alone when there is no database (e.g. a sqlglot table's ``db`` and
-    ``name``); ``normalize`` it to compare it with stored names."""
-    return f"{db}.{name}" if db else name
 
 
 class Catalog:
@@ -129,15 +109,10 @@ class Catalog:
             if obj["kind"] in TABLE_KINDS:
                 self.spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(key)} USING DELTA LOCATION '{obj['location']}'")
             else:
-                from dtables.sql.references import referenced_tables
-
                 self.ensure_registered(referenced_tables(obj["definition"]), _seen | {key})
                 try:
                     self.spark.sql(obj["definition"])
                 except Exception as e:  # noqa: BLE001 - e.g. a table it reads was renamed or dropped
-                    from dtables.errors import SqlError
-                    from dtables.sql.spark_errors import first_sentences
-
                     raise SqlError(f"view {key} cannot be used: its query fails: "
                                    f"{first_sentences(getattr(e, 'desc', None) or str(e))}") from e
             self._registered.add(key)
@@ -145,8 +120,6 @@ class Catalog:
     def ensure_all_registered(self) -> None:
         """Register every object; a view whose query fails now (a table it reads was renamed or dropped) is left
         out, so that it fails only statements that name it."""
-        from dtables.errors import SqlError
-
         for o in self.objects():
             try:
                 self.ensure_registered([o["name"]])
@@ -170,3 +143,7 @@ class Catalog:
                 kind = "VIEW" if t.tableType == "VIEW" else "TABLE"
                 self.spark.sql(f"DROP {kind} IF EXISTS `{db}`.`{t.name}`")
         self._registered.clear()
+
+
+__all__ = ["CHANGE_TRACKING_PROPERTIES", "DEFAULT_DB", "DELETION_VECTORS_SETTING", "TABLE_KINDS", "Catalog",
+           "new_table_properties", "normalize", "qualified", "quote", "quote_column"]

@@ -6,7 +6,7 @@ Used by the statement executor and by stream consumptions, whose CTAS reads a st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -17,9 +17,7 @@ from dtables.sql.dialect import to_spark
 from dtables.sql.output_names import column_mapping_properties, has_unnamed
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 
 def target_table(tree: exp.Expr) -> exp.Table:
@@ -35,7 +33,7 @@ def kind_clash(name: str, kind: str, wanted: str, statement: str) -> SqlError:
                     f"{short_statement(statement)}", statement)
 
 
-def create_table(session: Session, tree: exp.Create, statement: str) -> Any:
+def create_table(session: Warehouse, tree: exp.Create, statement: str) -> Any:
     """Run a CREATE TABLE (``tree``, parsed from ``statement``) as a Delta table with dtables' properties, recorded
     in the catalog; Spark's result."""
     table = target_table(tree)
@@ -93,7 +91,7 @@ def create_table(session: Session, tree: exp.Create, statement: str) -> Any:
     return result
 
 
-def _ctas_column_mapping(session: Session, create: exp.Create) -> dict[str, str]:
+def _ctas_column_mapping(session: Warehouse, create: exp.Create) -> dict[str, str]:
     """For CTAS of unnamed expressions (``sum(i)``): Delta's column mapping, which Spark's names need, with the
     query's columns written into ``create`` as its schema (empty when every name is plain)."""
     query = create.expression

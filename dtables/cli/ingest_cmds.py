@@ -32,7 +32,7 @@ def ingest(
     """Load records into TABLE through channel NAME. Each record's offset token is its number (or --offset-field);
     records up to the channel's committed token are skipped, so rerunning after a crash loads each one once.
     Exits 1 when ON_ERROR = ABORT stopped at a bad record (everything before it is committed)."""
-    from dtables.ingest.client import Client
+    from dtables.client import Client
     from dtables.ingest.loader import FORMATS, load
 
     with failing_cleanly():

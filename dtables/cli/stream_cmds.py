@@ -22,7 +22,7 @@ STREAM_COLUMNS = ["name", "source", "source_type", "mode", "frontier", "stale", 
 @app.command()
 def streams(project: Path = ProjectOption, profile: Optional[str] = ProfileOption, as_json: bool = JsonOption) -> None:
     """List the streams: source, mode, frontier (version per base table), stale, stale_after, last consumed."""
-    from dtables.streams import store as st
+    from dtables.state import streams as st
     from dtables.streams.statements import describe
 
     with failing_cleanly():

@@ -13,18 +13,15 @@ import logging
 import re
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from dtables.dynamic import history
 from dtables.dynamic.definition import to_iso
 from dtables.dynamic.executor import refresh as refresh_tables
 from dtables.dynamic.vocabulary import Action
 from dtables.errors import DtablesError
+from dtables.catalog.warehouse import Warehouse
 from scheduler.runner import RefreshOutcome
 from scheduler.vocabulary import RefreshState
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 log = logging.getLogger("dtables.daemon")
 
@@ -47,7 +44,7 @@ def is_transient(error: str | None) -> bool:
 class ScheduledRefresher:
     """Refreshes one table at a time for the tick runner (thread-safe: each call is one executor refresh)."""
 
-    def __init__(self, session: Session, reasons: dict[tuple[str, dt.datetime], str] | None = None) -> None:
+    def __init__(self, session: Warehouse, reasons: dict[tuple[str, dt.datetime], str] | None = None) -> None:
         self.session = session
         self.reasons = reasons if reasons is not None else {}  # (table, data timestamp) -> why it is in the plan
         self.refresh_ids: dict[tuple[str, dt.datetime], str] = {}  # the record each refresh wrote

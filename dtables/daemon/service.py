@@ -14,21 +14,18 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from dtables.daemon.failures import FailureStore, record_not_refreshed, record_suspensions
 from dtables.daemon.refresher import ScheduledRefresher
 from dtables.daemon.schedule import Snapshot, choose_base_period_s, load_snapshot, table_states
 from dtables.spark.sessions import cancel_jobs
 from dtables.dynamic import definition as defs
+from dtables.catalog.warehouse import Warehouse
 from scheduler.daemon import Daemon
 from scheduler.periods import parse_target_lag
 from scheduler.runner import FailureState, RetryPolicy, TableRunResult, TickResult, TickRunner
 from scheduler.ticks import Clock, SystemClock, TableState, TickPlan, TickPlanner, grid_floor
 from scheduler.vocabulary import RefreshState
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 log = logging.getLogger("dtables.daemon")
 
@@ -44,7 +41,7 @@ class DaemonOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
-def warehouse_base_period_s(session: Session) -> float:
+def warehouse_base_period_s(session: Warehouse) -> float:
     """The base period the daemon uses for this warehouse's current definitions."""
     return choose_base_period_s({d.name: parse_target_lag(d.target_lag) for d in defs.load_all(session.store)})
 
@@ -70,7 +67,7 @@ class WarehouseDaemon(Daemon):
     """``scheduler.Daemon`` over a dtables session; ``run(once=True)`` is one tick (cron), ``run()`` ticks until
     SIGTERM / Ctrl-C / ``stop()``."""
 
-    def __init__(self, session: Session, options: DaemonOptions = DaemonOptions(),
+    def __init__(self, session: Warehouse, options: DaemonOptions = DaemonOptions(),
                  clock: Clock | None = None) -> None:
         self.session = session
         self.options = options
@@ -92,7 +89,7 @@ class WarehouseDaemon(Daemon):
 
     # -- the Daemon's hooks ----------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> None:
-        log.info("dtables daemon for %s: %d dynamic table(s), base period %g s%s", self.session.warehouse,
+        log.info("dtables daemon for %s: %d dynamic table(s), base period %g s%s", self.session.uri,
                  len(self.snapshot.dag), self.base_period_s, " (one tick)" if once else "")
         for decision in self.snapshot.decisions.values():
             log.info("  %s", decision.explain())

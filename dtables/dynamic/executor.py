@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from differentiation import ChangeStats
 from dtables.catalog import normalize
@@ -42,11 +42,9 @@ from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
 from dtables.state import locks
+from dtables.catalog.warehouse import Warehouse
 from scheduler.dag import DAG
 from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 FAULT_ENV = "DTABLES_FAULT"
 FAULT_POINTS = ("before_write", "after_write", "after_store")
@@ -66,7 +64,7 @@ def _normalize_timestamp(at: dt.datetime | None) -> dt.datetime:
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
-def dependency_dag(session: Session, extra: Definition | None = None) -> DAG[str]:
+def dependency_dag(session: Warehouse, extra: Definition | None = None) -> DAG[str]:
     """The DAG of dynamic tables (edges upstream -> downstream); ``extra`` adds or replaces one definition."""
     found = {d.name: d for d in defs.load_all(session.store)}
     if extra is not None:
@@ -74,7 +72,7 @@ def dependency_dag(session: Session, extra: Definition | None = None) -> DAG[str
     return DAG({n: [s for s in d.sources if s in found] for n, d in found.items()})
 
 
-def refresh(session: Session, names: Iterable[str], *, trigger: str = Trigger.MANUAL,
+def refresh(session: Warehouse, names: Iterable[str], *, trigger: str = Trigger.MANUAL,
             data_timestamp: dt.datetime | None = None, with_upstreams: bool = True) -> list[history.RefreshRecord]:
     """Refresh ``names`` (and, with ``with_upstreams``, every dynamic table they read) to one data timestamp.
 
@@ -98,7 +96,7 @@ def refresh(session: Session, names: Iterable[str], *, trigger: str = Trigger.MA
     return [results[n] for n in order]
 
 
-def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
+def _upstream_failed(session: Warehouse, name: str, trigger: str, at: dt.datetime,
                      failed: list[str]) -> history.RefreshRecord:
     rid = history.new_refresh_id()
     history.start(session.store, name, rid, trigger, at, None, state=RefreshState.UPSTREAM_FAILED)
@@ -111,13 +109,13 @@ def _upstream_failed(session: Session, name: str, trigger: str, at: dt.datetime,
 
 
 @contextmanager
-def table_lock(session: Session, name: str) -> Iterator[None]:
+def table_lock(session: Warehouse, name: str) -> Iterator[None]:
     """An exclusive lock on one dynamic table's refreshes, across threads and processes (fcntl on a lock file)."""
     with locks.exclusive(session.store, [normalize(name)]):
         yield
 
 
-def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> history.RefreshRecord:
+def refresh_one(session: Warehouse, name: str, at: dt.datetime, trigger: str) -> history.RefreshRecord:
     """Refresh one table to ``at``, assuming its upstream dynamic tables are already there (see ``refresh``)."""
     with table_lock(session, name):
         d = reconcile(session, name)
@@ -136,7 +134,7 @@ def refresh_one(session: Session, name: str, at: dt.datetime, trigger: str) -> h
         return _run(session, d, at, trigger)
 
 
-def _finished_without_refresh(session: Session, d: Definition, trigger: str, at: dt.datetime, state: str,
+def _finished_without_refresh(session: Warehouse, d: Definition, trigger: str, at: dt.datetime, state: str,
                               why: str) -> history.RefreshRecord:
     rid = history.new_refresh_id()
     history.start(session.store, d.name, rid, trigger, at, d.frontier, state=state)
@@ -146,14 +144,14 @@ def _finished_without_refresh(session: Session, d: Definition, trigger: str, at:
     return record
 
 
-def _location(session: Session, name: str) -> str:
+def _location(session: Warehouse, name: str) -> str:
     obj = session.catalog.lookup(name)
     if obj is None:
         raise DynamicTableError(f"dynamic table {name} has no table in the catalog (dropped?)")
     return str(obj["location"])
 
 
-def reconcile(session: Session, name: str) -> Definition:
+def reconcile(session: Warehouse, name: str) -> Definition:
     """Repair the store from the table's Delta log after an interrupted refresh (call under the table's lock)."""
     d = defs.require(session.store, name)
     # The newest refresh commit the store may not know about, or whose history record was never finished.
@@ -180,7 +178,7 @@ def reconcile(session: Session, name: str) -> Definition:
     return defs.require(session.store, name)
 
 
-def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -> dict[str, ChangeStats]:
+def _stats(session: Warehouse, d: Definition, sources: dict[str, SourceVersion]) -> dict[str, ChangeStats]:
     """Change kinds of every source that moved since the stored frontier (logs only, no Spark job)."""
     out: dict[str, ChangeStats] = {}
     for name, src in sources.items():
@@ -199,7 +197,7 @@ def _stats(session: Session, d: Definition, sources: dict[str, SourceVersion]) -
 ADAPTIVE_SWITCH = "spark.dtables.incrementalAdaptive"
 
 
-def _tune_for_small_changes(session: Session, clone: Any) -> None:
+def _tune_for_small_changes(session: Warehouse, clone: Any) -> None:
     if session.spark.conf.get(ADAPTIVE_SWITCH, "false").lower() != "true":
         clone.conf.set("spark.sql.adaptive.enabled", "false")
         # Without AQE, Spark 4.2's union partitioning pass-through (SPARK-52921) builds sort-merge joins whose
@@ -209,7 +207,7 @@ def _tune_for_small_changes(session: Session, clone: Any) -> None:
         clone.conf.set("spark.sql.unionOutputPartitioning", "false")
 
 
-def _stored(session: Session, d: Definition) -> tuple[tuple[str, ...], int | None]:
+def _stored(session: Warehouse, d: Definition) -> tuple[tuple[str, ...], int | None]:
     """The columns the table holds at its last refresh, hidden ones included, and its size in bytes then (from the
     log: no Spark job)."""
     if d.data_version is None:
@@ -222,7 +220,7 @@ def _stored(session: Session, d: Definition) -> tuple[tuple[str, ...], int | Non
 REWRITE_SWITCH = "spark.dtables.refresh.rewriteMaxBytes"
 
 
-def _rewrite_max_bytes(session: Session) -> int:
+def _rewrite_max_bytes(session: Warehouse) -> int:
     value = session.spark.conf.get(REWRITE_SWITCH, None)
     try:
         return int(value) if value is not None else REWRITE_MAX_BYTES
@@ -248,7 +246,7 @@ def _output_columns(clone: Any, sources: RefreshSources, d: Definition) -> tuple
     return tuple(Column(f.name, f.dataType.simpleString(), comments.get(f.name)) for f in schema.fields)
 
 
-def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> history.RefreshRecord:
+def _run(session: Warehouse, d: Definition, at: dt.datetime, trigger: str) -> history.RefreshRecord:
     store, name = session.store, d.name
     rid = history.new_refresh_id()
     history.start(store, name, rid, trigger, at, d.frontier)
@@ -266,7 +264,7 @@ def _run(session: Session, d: Definition, at: dt.datetime, trigger: str) -> hist
     return record
 
 
-def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) -> None:
+def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) -> None:
     """Decide and apply one refresh of ``d`` to ``at``, recording it under ``rid`` (raises on failure)."""
     store, name = session.store, d.name
     sources = {s: resolve_source(session, name, s, at) for s in d.sources}
@@ -287,7 +285,7 @@ def _refresh_once(session: Session, d: Definition, at: dt.datetime, rid: str) ->
             _apply(session, clone, d, action, sources, at, rid)
 
 
-def _apply(session: Session, clone: Any, d: Definition, action: RefreshAction, sources: Mapping[str, SourceVersion],
+def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction, sources: Mapping[str, SourceVersion],
            at: dt.datetime, rid: str) -> None:
     """Write ``action`` (not NO_DATA) on ``clone``, a session of the refresh's own, and record it."""
     store, name = session.store, d.name
@@ -336,7 +334,7 @@ def _apply(session: Session, clone: Any, d: Definition, action: RefreshAction, s
 class DynamicTableRefresher:
     """The scheduler's ``Refresher`` (scheduler/runner.py): one table, at a data timestamp the scheduler chose."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Warehouse):
         self.session = session
 
     def refresh(self, name: str, data_timestamp: dt.datetime, trigger: str) -> Any:

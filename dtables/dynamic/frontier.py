@@ -11,14 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dtables.changes.log import DeltaLog
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.errors import DynamicTableError
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def version_at(log: DeltaLog, at: dt.datetime) -> int | None:
     return max(eligible) if eligible else None
 
 
-def resolve_source(session: Session, owner: str, source: str, at: dt.datetime) -> SourceVersion:
+def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime) -> SourceVersion:
     """The version of ``source`` that ``owner``'s refresh to ``at`` reads. Raises SourceMissing with the cause."""
     from dtables.dynamic import history
 
@@ -93,7 +90,7 @@ def resolve_source(session: Session, owner: str, source: str, at: dt.datetime) -
     return describe_version(source, log, version, False)
 
 
-def _renamed_to(session: Session, owner: str, source: str) -> str | None:
+def _renamed_to(session: Warehouse, owner: str, source: str) -> str | None:
     """The table that ``source``, missing now, was renamed to: the catalog table holding the Delta table ``owner``
     last read under that name (same table id). Only on this failure path, so reading a few logs is fine."""
     from dtables.catalog import TABLE_KINDS

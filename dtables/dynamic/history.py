@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -20,10 +20,8 @@ from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import from_iso, now_utc, to_iso
 from dtables.sql.references import aliased_table, replace_table
 from dtables.state import StateStore
+from dtables.catalog.warehouse import Warehouse
 from scheduler.vocabulary import RefreshState
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 VIRTUAL_TABLE = "dtables.refresh_history"
 _VIEW = "__dtables_refresh_history"
@@ -151,7 +149,7 @@ def version_at_data_timestamp(store: StateStore, name: str, at: dt.datetime) -> 
 # -- SQL access -----------------------------------------------------------------------------------------------------
 
 
-def dataframe(session: Session, name: str | None = None, since: dt.datetime | None = None) -> Any:
+def dataframe(session: Warehouse, name: str | None = None, since: dt.datetime | None = None) -> Any:
     """The history as a Spark DataFrame (columns ``COLUMNS``), oldest first."""
     from pyspark.sql import types as T
 
@@ -166,7 +164,7 @@ def dataframe(session: Session, name: str | None = None, since: dt.datetime | No
     return session.spark.createDataFrame(rows, schema)
 
 
-def point_at_virtual_tables(session: Session, tree: exp.Expr, statement: str) -> tuple[exp.Expr, str]:
+def point_at_virtual_tables(session: Warehouse, tree: exp.Expr, statement: str) -> tuple[exp.Expr, str]:
     """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
     from dtables.sql.dialect import to_spark
 

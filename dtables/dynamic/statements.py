@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -34,10 +34,8 @@ from dtables.sql.expressions import (
     DropDynamicTable,
     ShowDynamicTables,
 )
+from dtables.catalog.warehouse import Warehouse
 from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 
 def _name(table: exp.Table) -> str:
@@ -90,7 +88,7 @@ def _rewrites(plan: Any) -> str:
     return f"; maintained as: {', '.join(seen)}" if seen else ""
 
 
-def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dict[str, Any]:
+def _check_sources(session: Warehouse, name: str, sources: tuple[str, ...]) -> dict[str, Any]:
     from dtables.changes.log import DeltaLog
 
     found = {}
@@ -110,7 +108,7 @@ def _check_sources(session: Session, name: str, sources: tuple[str, ...]) -> dic
     return found
 
 
-def _stored_query(session: Session, name: str, tree: CreateDynamicTable
+def _stored_query(session: Warehouse, name: str, tree: CreateDynamicTable
                   ) -> tuple[exp.Expr, str, tuple[str, ...], dict[str, Any], Any, list[str]]:
     """The query as the table stores it (views inlined, sources qualified, outputs named), its sources and their
     versions, and its Spark schema (analysis only, no Spark job) and column names."""
@@ -131,7 +129,7 @@ def _stored_query(session: Session, name: str, tree: CreateDynamicTable
     return query_tree, defs.query_sql(query_tree), sources, source_versions, schema, names
 
 
-def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -> str:
+def explain_create(session: Warehouse, tree: CreateDynamicTable, statement: str) -> str:
     """EXPLAIN of a CREATE DYNAMIC TABLE, which creates nothing: the refresh mode it would get and why, then the
     plan it would be maintained by and that plan's derivative, each join with what it was written as."""
     name = _name(tree.this)
@@ -150,7 +148,7 @@ def explain_create(session: Session, tree: CreateDynamicTable, statement: str) -
     return f"{head}\n{explain_plan(maintained)}"
 
 
-def create(session: Session, tree: exp.Expr, statement: str) -> Any:
+def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, CreateDynamicTable)
     name = _name(tree.this)
     existing = session.catalog.lookup(name)
@@ -218,7 +216,7 @@ def _column_comments(name: str, given: list[exp.Expr], names: list[str]) -> list
     return out
 
 
-def drop_table(session: Session, name: str) -> None:
+def drop_table(session: Warehouse, name: str) -> None:
     obj = session.catalog.lookup(name)
     session.spark.sql(f"DROP TABLE IF EXISTS {quote(name)}")  # external: unregisters only
     if obj is not None:
@@ -227,7 +225,7 @@ def drop_table(session: Session, name: str) -> None:
     defs.delete(session.store, name)
 
 
-def drop(session: Session, tree: exp.Expr, statement: str) -> Any:
+def drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, DropDynamicTable)
     name = _name(tree.this)
     if defs.load(session.store, name) is None:
@@ -238,7 +236,7 @@ def drop(session: Session, tree: exp.Expr, statement: str) -> Any:
     return session.spark.createDataFrame([(f"dynamic table {name} dropped",)], "status string")
 
 
-def alter(session: Session, tree: exp.Expr, statement: str) -> Any:
+def alter(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, AlterDynamicTable)
     name = _name(tree.this)
     defs.require(session.store, name)
@@ -280,7 +278,7 @@ def _cost(record: history.RefreshRecord | None) -> tuple[Any, ...]:
             record.bytes_read)
 
 
-def show(session: Session, tree: exp.Expr, statement: str) -> Any:
+def show(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, ShowDynamicTables)
     like = tree.args.get("like")
     rows = []
@@ -298,7 +296,7 @@ def show(session: Session, tree: exp.Expr, statement: str) -> Any:
     return session.spark.createDataFrame(rows, SHOW_COLUMNS)
 
 
-def describe(session: Session, tree: exp.Expr, statement: str) -> Any:
+def describe(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, DescribeDynamicTable)
     d = defs.require(session.store, _name(tree.this))
     rows: list[tuple[str, str | None, str | None, str]] = [(c.name, c.type, c.comment, "COLUMN") for c in d.columns]

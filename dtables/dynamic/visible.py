@@ -10,16 +10,14 @@ to a table keep their target as written.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
 from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.sql.references import replace_table
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 _WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter)
 
@@ -45,7 +43,7 @@ def _name(table: exp.Table) -> str | None:
     return normalize(qualified(table.db, table.name))
 
 
-def describe_visible(session: Session, tree: exp.Expr, statement: str) -> Any:
+def describe_visible(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """``DESCRIBE [TABLE] [EXTENDED] <dynamic table>`` as Spark answers it, without the rows of the hidden columns;
     None when ``tree`` describes anything else (a query, a column, another table)."""
     from dtables.dynamic import definition as defs
@@ -59,7 +57,7 @@ def describe_visible(session: Session, tree: exp.Expr, statement: str) -> Any:
     return described.where(~described["col_name"].startswith(STATE_PREFIX))
 
 
-def hide_state_columns(session: Session, tree: exp.Expr) -> exp.Expr | None:
+def hide_state_columns(session: Warehouse, tree: exp.Expr) -> exp.Expr | None:
     """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none."""
     from dtables.dynamic import definition as defs
 

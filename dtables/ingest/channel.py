@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtables.ingest import commits
 from dtables.ingest import store as cs
@@ -35,9 +35,7 @@ from dtables.ingest.errors import ChannelClosedError, ChannelInvalidatedError, C
 from dtables.ingest.response import InsertResponse, RowError
 from dtables.ingest.store import ChannelState
 from dtables.ingest.target import Target
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 ON_ERROR = ("CONTINUE", "SKIP_BATCH", "ABORT")
 _RETRIES = 5  # commit attempts before a channel gives up (CommitFailedError)
@@ -73,7 +71,7 @@ def _first_line(e: BaseException) -> str:
 class Channel:
     """An open channel on one table. Get one from ``Client.open_channel``."""
 
-    def __init__(self, session: Session, target: Target, state: ChannelState, policy: FlushPolicy,
+    def __init__(self, session: Warehouse, target: Target, state: ChannelState, policy: FlushPolicy,
                  on_closed: Any = None, wake_flusher: Any = None):
         self.name = state.name
         self.table = target.name

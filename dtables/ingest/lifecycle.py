@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtables.ingest import commits
 from dtables.ingest import store as cs
@@ -28,9 +28,7 @@ from dtables.ingest.commits import ChannelCommit, FoundCommit
 from dtables.ingest.errors import IngestError
 from dtables.ingest.store import ChannelState, utc_now
 from dtables.ingest.target import Target
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 _ATTEMPTS = 8
 
@@ -50,7 +48,7 @@ def reconcile(spark: Any, target: Target, state: ChannelState) -> ChannelState:
     return _adopt(state, found.newest, found.newest_rows)
 
 
-def _from_log(session: Session, target: Target, name: str, on_error: str) -> ChannelState:
+def _from_log(session: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
     """The channel as the log knows it, for a channel without a store row (a fresh incarnation if none)."""
     from dtables.changes.log import DeltaLog
 
@@ -66,7 +64,7 @@ def _from_log(session: Session, target: Target, name: str, on_error: str) -> Cha
     return _adopt(base, newest, found.newest_rows)
 
 
-def _fence(session: Session, target: Target, state: ChannelState, kind: str) -> None:
+def _fence(session: Warehouse, target: Target, state: ChannelState, kind: str) -> None:
     """Write a fence commit at ``state.epoch``; a conflicting commit of an older handle makes us try again."""
     meta = ChannelCommit(target.name, state.name, state.app_id, commits.txn_version(state.epoch, 0), kind,
                          state.offset_token, 0, state.rows_committed)
@@ -84,7 +82,7 @@ def _fence(session: Session, target: Target, state: ChannelState, kind: str) -> 
             time.sleep(0.05 * (attempt + 1))
 
 
-def open_state(session: Session, target: Target, name: str, on_error: str) -> ChannelState:
+def open_state(session: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
     """Open channel ``name`` on ``target`` at a new epoch; the returned state holds the last committed token."""
     for _ in range(_ATTEMPTS):
         old = cs.get(session.store, target.name, name)
@@ -105,7 +103,7 @@ def open_state(session: Session, target: Target, name: str, on_error: str) -> Ch
     raise IngestError(f"channel {name} on {target.name}: could not open it, other processes kept reopening it")
 
 
-def drop_state(session: Session, target: Target, name: str) -> None:
+def drop_state(session: Warehouse, target: Target, name: str) -> None:
     """Drop channel ``name``: older handles everywhere are fenced and its offset token is forgotten."""
     for _ in range(_ATTEMPTS):
         old = cs.get(session.store, target.name, name)

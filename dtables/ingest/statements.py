@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
 from dtables.catalog import normalize
 from dtables.ingest import store as cs
 from dtables.sql.expressions import ShowChannels
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 LISTING = ("created_on STRING, name STRING, database_name STRING, table_name STRING, client_sequencer BIGINT, "
            "offset_token STRING, committed_at STRING, rows_committed BIGINT, on_error STRING, opened_at STRING")
 
 
-def show_channels(session: Session, tree: exp.Expr, statement: str) -> Any:
+def show_channels(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """One row per channel, from the state store (which every open reconciles with the Delta log)."""
     like = tree.args.get("like")
     table, database = tree.args.get("table"), tree.args.get("database")

@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import zoneinfo
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
 
@@ -14,9 +13,7 @@ from dtables.catalog import normalize
 from dtables.changes.log import DeltaLog
 from dtables.ingest.convert import ConvertOptions, RowConverter, UnsupportedType
 from dtables.ingest.errors import IngestError
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 # Columns Delta fills itself; seed 004 refuses tables with them (AUTOINCREMENT/IDENTITY, defaults).
 _COMPUTED = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")
@@ -30,7 +27,7 @@ class Target:
     converter: RowConverter
 
 
-def _location(session: Session, name: str) -> str:
+def _location(session: Warehouse, name: str) -> str:
     obj = session.catalog.lookup(name)
     if obj is not None:
         if obj["kind"] == "DYNAMIC_TABLE":
@@ -48,7 +45,7 @@ def _location(session: Session, name: str) -> str:
         raise IngestError(f"cannot open a channel on {name}: {e}") from e
 
 
-def _time_zone(session: Session) -> dt.tzinfo:
+def _time_zone(session: Warehouse) -> dt.tzinfo:
     name = session.spark.conf.get("spark.sql.session.timeZone")
     try:
         return zoneinfo.ZoneInfo(name)
@@ -56,7 +53,7 @@ def _time_zone(session: Session) -> dt.tzinfo:
         return dt.timezone.utc
 
 
-def resolve(session: Session, table: str) -> Target:
+def resolve(session: Warehouse, table: str) -> Target:
     """The target of a channel on ``table``; IngestError when it is not a Delta table rows can be inserted into."""
     name = normalize(table)
     location = _location(session, name)

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from dtables.project.config import ProjectConfig, load_config
+from dtables.session import Session, connect
 
 
 def resolve_warehouse(folder: Path, config: ProjectConfig) -> str:
@@ -16,11 +17,9 @@ def resolve_warehouse(folder: Path, config: ProjectConfig) -> str:
     return str((folder / config.warehouse).resolve())
 
 
-def connect_project(folder: str | Path, profile: str | None = None, spark: Any = None) -> Any:
-    import dtables
-
+def connect_project(folder: str | Path, profile: str | None = None, spark: Any = None) -> Session:
     folder = Path(folder)
     config = load_config(folder, profile)
-    return dtables.connect(resolve_warehouse(folder, config), master=config.spark.master,
+    return connect(resolve_warehouse(folder, config), master=config.spark.master,
                            remote=config.spark.remote, spark_conf=config.spark.conf,
                            state_store=config.state_store, spark=spark)

@@ -229,7 +229,7 @@ def _header(path: Path, text: str) -> tuple[ModelSettings, int]:
 
 
 def _statements(path: Path, text: str) -> list[tuple[str, int]]:
-    from dtables.sql.executor import split_statements
+    from dtables.sql.dialect import split_statements
 
     out, cursor = [], 0
     for statement in split_statements(text):

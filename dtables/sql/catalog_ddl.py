@@ -21,17 +21,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot.tokens import Token, TokenType
 
 from dtables.catalog import DEFAULT_DB, normalize, quote
+from dtables.catalog.warehouse import Warehouse
+from dtables.dynamic import definition as defs
 from dtables.errors import ObjectNotFound, SqlError
 from dtables.sql.dialect import Dtables, parse_one, to_spark
 from dtables.sql.spark_errors import short_statement
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.state import streams as stream_store
 
 RENAME, LOCATION, PROPERTIES, COLUMNS, CONSTRAINT, CLUSTER, COMMENT = (
     "RENAME TO", "SET LOCATION", "SET/UNSET TBLPROPERTIES", "a column change", "a constraint change", "CLUSTER BY",
@@ -122,12 +122,12 @@ def _alter_action(rest: list[str]) -> str:
 # -- execution ------------------------------------------------------------------------------------------------------
 
 
-def execute(session: Session, st: CatalogStatement, statement: str) -> Any:
+def execute(session: Warehouse, st: CatalogStatement, statement: str) -> Any:
     if st.target == "DATABASE":
         return _database(session, st, statement)
     obj = session.catalog.lookup(st.name)
     if st.action == REPLACE_TABLE:
-        return _replace_table(session, obj, st, statement)
+        raise AssertionError("REPLACE TABLE runs as the CREATE OR REPLACE TABLE of replace_as_create")
     if obj is None:
         if _is_stream(session, st.name):
             raise SqlError(f"{normalize(st.name)} is a stream: ALTER TABLE and COMMENT do not apply to streams, and "
@@ -149,7 +149,7 @@ def _refuse(statement: str, message: str) -> SqlError:
     return SqlError(f"{message} in statement: {short_statement(statement)}", statement)
 
 
-def _table(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _table(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     if st.action == RENAME:
         return _rename(session, obj, st, statement)
     if st.action == LOCATION:
@@ -160,14 +160,12 @@ def _table(session: Session, obj: dict[str, Any], st: CatalogStatement, statemen
     return session.spark.sql(statement)
 
 
-def _dynamic_table(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _dynamic_table(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     name = obj["name"]
     if st.action in (PROPERTIES, CLUSTER):
         session.catalog.ensure_registered([name])
         return session.spark.sql(statement)
     if st.action == COMMENT:
-        from dtables.dynamic import definition as defs
-
         session.catalog.ensure_registered([name])
         result = session.spark.sql(statement)
         defs.set_fields(session.store, name, comment=st.comment)  # what SHOW / DESCRIBE DYNAMIC TABLE show
@@ -186,7 +184,7 @@ def _dynamic_table(session: Session, obj: dict[str, Any], st: CatalogStatement, 
         "and CREATE OR REPLACE DYNAMIC TABLE change it)"))
 
 
-def _view(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _view(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     name = obj["name"]
     if st.action == RENAME:
         return _rename(session, obj, st, statement)
@@ -206,7 +204,7 @@ def _view(session: Session, obj: dict[str, Any], st: CatalogStatement, statement
     return result
 
 
-def _view_definition(session: Session, name: str) -> str:
+def _view_definition(session: Warehouse, name: str) -> str:
     """The view's current definition as Spark holds it (columns, comment, properties, schema binding, query), as a
     ``CREATE OR REPLACE VIEW`` the next session runs."""
     text = session.spark.sql(f"SHOW CREATE TABLE {quote(name)}").first()[0]
@@ -223,19 +221,15 @@ def _new_name(old: str, new: str) -> str:
     return normalize(new) if "." in new else f"{normalize(old).split('.')[0]}.{normalize(new).split('.')[1]}"
 
 
-def _is_stream(session: Session, name: str) -> bool:
-    from dtables.streams import store as stream_store
-
+def _is_stream(session: Warehouse, name: str) -> bool:
     return normalize(name) in stream_store.names(session.store)
 
 
-def _streams(session: Session) -> list[Any]:
-    from dtables.streams import store as stream_store
-
+def _streams(session: Warehouse) -> list[Any]:
     return stream_store.all_streams(session.store)
 
 
-def _check_free(session: Session, old: str, new: str, statement: str) -> None:
+def _check_free(session: Warehouse, old: str, new: str, statement: str) -> None:
     taken = session.catalog.lookup(new)
     if taken is not None:
         kind = taken["kind"].lower().replace("_", " ")
@@ -244,13 +238,11 @@ def _check_free(session: Session, old: str, new: str, statement: str) -> None:
         raise _refuse(statement, f"cannot rename {normalize(old)} to {new}: a stream named {new} exists")
 
 
-def _rename(session: Session, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _rename(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     """RENAME TO: Spark renames its registration, the catalog record follows, and so do the streams on the object
     (their frontiers are positions in its Delta log, which keeps its location): as in Snowflake, renaming a source
     neither breaks a stream nor makes it stale. Dynamic tables and views read their sources by name, as in
     Snowflake: one reading the old name fails until that name exists again (frontier.py names the rename)."""
-    from dtables.streams import store as stream_store
-
     old = obj["name"]
     new = _new_name(old, st.new_name or "")
     if new == old:
@@ -283,7 +275,7 @@ def _rename(session: Session, obj: dict[str, Any], st: CatalogStatement, stateme
 # -- location, REPLACE TABLE, databases -----------------------------------------------------------------------------
 
 
-def _set_location(session: Session, obj: dict[str, Any], statement: str) -> Any:
+def _set_location(session: Warehouse, obj: dict[str, Any], statement: str) -> Any:
     name = obj["name"]
     if obj["managed"]:
         raise _refuse(statement, (
@@ -301,18 +293,16 @@ def _set_location(session: Session, obj: dict[str, Any], statement: str) -> Any:
     return result
 
 
-def _replace_table(session: Session, obj: dict[str, Any] | None, st: CatalogStatement, statement: str) -> Any:
-    """``REPLACE TABLE`` is ``CREATE OR REPLACE TABLE`` of a table that must exist (same checks, same catalog)."""
-    from dtables.sql.executor import execute_statement
-
-    if obj is None:
+def replace_as_create(session: Warehouse, st: CatalogStatement, statement: str) -> str:
+    """``REPLACE TABLE`` is ``CREATE OR REPLACE TABLE`` of a table that must exist (same checks, same catalog): the
+    statement to run instead (the executor runs it)."""
+    if session.catalog.lookup(st.name) is None:
         raise ObjectNotFound(f"table {normalize(st.name)} does not exist (REPLACE TABLE replaces an existing table; "
                              f"use CREATE OR REPLACE TABLE) in statement: {short_statement(statement)}", statement)
-    create = "CREATE OR " + statement.lstrip()
-    return execute_statement(session, create, parse_one(create))
+    return "CREATE OR " + statement.lstrip()
 
 
-def _database(session: Session, st: CatalogStatement, statement: str) -> Any:
+def _database(session: Warehouse, st: CatalogStatement, statement: str) -> Any:
     db = normalize(f"{st.name}.x").split(".")[0]
     if st.action == ALTER_DATABASE:
         raise _refuse(statement, (
@@ -329,7 +319,5 @@ def _database(session: Session, st: CatalogStatement, statement: str) -> Any:
     return session.spark.sql(statement)
 
 
-def _stream_names(session: Session) -> set[str]:
-    from dtables.streams import store as stream_store
-
+def _stream_names(session: Warehouse) -> set[str]:
     return stream_store.names(session.store)

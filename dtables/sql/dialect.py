@@ -17,11 +17,14 @@ from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parser import Parser
 from sqlglot.parsers.spark import SparkParser
+from sqlglot.tokens import TokenType
 
+from dtables.errors import SqlError
 from dtables.sql import channel_syntax, dynamic_syntax, stream_syntax, table_syntax
 from dtables.sql.expressions import SetChangeTracking
 
@@ -80,4 +83,27 @@ def to_spark(expression: exp.Expr) -> str:
     return expression.sql(dialect=Dtables)
 
 
-__all__ = ["Dtables", "DtablesParser", "DTABLES_STATEMENTS", "SetChangeTracking", "parse_one", "to_spark"]
+def split_statements(text: str) -> list[str]:
+    """The statements of a ``;``-separated script, as the user wrote them (semicolons inside strings are fine)."""
+    try:
+        tokens = Dtables().tokenize(text)
+    except TokenError as e:
+        raise SqlError(f"syntax error: {e}", text) from e
+    statements, start = [], 0
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append(text[start:token.start].strip())
+            start = token.end + 1
+    statements.append(text[start:].strip())
+    return [s for s in statements if s]
+
+
+def parse(statement: str) -> exp.Expr | None:
+    """The statement's tree, or None when sqlglot cannot parse it (then Spark alone decides)."""
+    try:
+        return sqlglot.parse_one(statement, read=Dtables)
+    except ParseError:
+        return None
+
+
+__all__ = ["Dtables", "DtablesParser", "DTABLES_STATEMENTS", "parse", "parse_one", "split_statements", "to_spark"]

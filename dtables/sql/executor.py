@@ -9,12 +9,11 @@ expression type to handler; later features add their statements there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.errors import ParseError
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, normalize, qualified, quote
 from dtables.catalog.tables import create_table, kind_clash, target_table
@@ -26,40 +25,16 @@ from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
-from dtables.sql.dialect import Dtables, to_spark
-from dtables.sql.expressions import CreateDynamicTable, SetChangeTracking
+from dtables.sql.dialect import Dtables, parse, parse_one, split_statements, to_spark
+from dtables.sql.expressions import CommitTransaction, CreateDynamicTable, SetChangeTracking
 from dtables.sql.output_names import has_unnamed, name_outputs
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement, translate
 from dtables.streams import statements as streams
+from dtables.streams import transactions
+from dtables.catalog.warehouse import Warehouse
 
-if TYPE_CHECKING:
-    from dtables.session import Session
-
-Handler = Callable[["Session", exp.Expr, str], Any]
-
-
-def split_statements(text: str) -> list[str]:
-    """The statements of a ``;``-separated script, as the user wrote them (semicolons inside strings are fine)."""
-    try:
-        tokens = Dtables().tokenize(text)
-    except TokenError as e:
-        raise SqlError(f"syntax error: {e}", text) from e
-    statements, start = [], 0
-    for token in tokens:
-        if token.token_type == TokenType.SEMICOLON:
-            statements.append(text[start:token.start].strip())
-            start = token.end + 1
-    statements.append(text[start:].strip())
-    return [s for s in statements if s]
-
-
-def parse(statement: str) -> exp.Expr | None:
-    """The statement's tree, or None when sqlglot cannot parse it (then Spark alone decides)."""
-    try:
-        return sqlglot.parse_one(statement, read=Dtables)
-    except ParseError:
-        return None
+Handler = Callable[[Warehouse, exp.Expr, str], Any]
 
 
 def is_dtables_syntax(tree: exp.Expr | None) -> bool:
@@ -115,7 +90,7 @@ def _parse_message(message: str) -> str:
     return first_sentences(message)
 
 
-def execute_script(session: Session, text: str) -> Any:
+def execute_script(session: Warehouse, text: str) -> Any:
     """Run every statement of ``text``; return the DataFrame of the last one.
 
     All statements are parsed before any runs, so a syntax error anywhere leaves the warehouse unchanged.
@@ -158,7 +133,7 @@ def _dtables_parse_error(statement: str) -> SqlError | None:
     return None
 
 
-def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -> Any:
+def execute_statement(session: Warehouse, statement: str, tree: exp.Expr | None) -> Any:
     try:
         explained = _explain_target(statement)
         if explained is not None and explained[1] is not None and explained[1].find(exp.Changes) is not None:
@@ -176,7 +151,10 @@ def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -
             session.catalog.ensure_registered(table_names(tree))
             return session.spark.sql(to_spark(tree))
         ddl = None if is_dtables_syntax(tree) else catalog_ddl.classify(statement)
-        if ddl is not None:  # ALTER TABLE|VIEW, COMMENT ON, REPLACE TABLE, DROP|ALTER DATABASE: kept or refused
+        if ddl is not None and ddl.action == catalog_ddl.REPLACE_TABLE:
+            create = catalog_ddl.replace_as_create(session, ddl, statement)
+            return execute_statement(session, create, parse_one(create))
+        if ddl is not None:  # ALTER TABLE|VIEW, COMMENT ON, DROP|ALTER DATABASE: kept or refused
             return catalog_ddl.execute(session, ddl, statement)
         if tree is None:
             session.catalog.ensure_all_registered()
@@ -224,7 +202,7 @@ def _handler_for(tree: exp.Expr) -> Handler | None:
 # -- handlers -------------------------------------------------------------------------------------------------------
 
 
-def _create(session: Session, tree: exp.Expr, statement: str) -> Any:
+def _create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Create)
     kind = (tree.args.get("kind") or "").upper()
     if kind == "TABLE":
@@ -235,7 +213,7 @@ def _create(session: Session, tree: exp.Expr, statement: str) -> Any:
     return session.spark.sql(statement)
 
 
-def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
+def _create_view(session: Warehouse, tree: exp.Create, statement: str) -> Any:
     props = tree.args.get("properties")
     temporary = props is not None and props.find(exp.TemporaryProperty) is not None
     view = target_table(tree)
@@ -261,7 +239,7 @@ def _create_view(session: Session, tree: exp.Create, statement: str) -> Any:
     return result
 
 
-def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
+def _drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Drop)
     kind = (tree.args.get("kind") or "").upper()
     if kind not in ("TABLE", "VIEW"):
@@ -292,7 +270,7 @@ def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
     return result
 
 
-def _set_change_tracking(session: Session, tree: exp.Expr, statement: str) -> Any:
+def _set_change_tracking(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     table = tree.this
     name = qualified(table.db, table.name)
     path_based = table.db.lower() == "delta" and "/" in table.name
@@ -305,6 +283,14 @@ def _set_change_tracking(session: Session, tree: exp.Expr, statement: str) -> An
     return session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
 
 
+def _commit(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+    """COMMIT: the buffered statements that read streams run as one consumption; the rest (none read a stream) run
+    here, in order, as any statement does."""
+    for buffered, buffered_tree in transactions.commit(session):
+        execute_statement(session, buffered, buffered_tree)
+    return session.spark.createDataFrame([("transaction committed",)], "status STRING")
+
+
 HANDLERS: dict[type[exp.Expr], Handler] = {
     SetChangeTracking: _set_change_tracking,
     exp.Create: _create,
@@ -312,4 +298,5 @@ HANDLERS: dict[type[exp.Expr], Handler] = {
     **DYNAMIC_TABLE_HANDLERS,
     **streams.HANDLERS,
     **INGEST_HANDLERS,
+    CommitTransaction: _commit,
 }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dtables.catalog import qualified
 from dtables.sql.dialect import parse_one
+from dtables.sql.names import qualified
 
 
 def table_names(expression: exp.Expr) -> list[str]:

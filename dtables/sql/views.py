@@ -7,7 +7,6 @@ and expanded in place, recursively (views over views), as a subquery aliased lik
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -16,12 +15,10 @@ from dtables.errors import SqlError
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.output_names import column_list, name_outputs
 from dtables.sql.references import replace_table, table_names
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 
-def view_query(session: Session, name: str) -> exp.Expr:
+def view_query(session: Warehouse, name: str) -> exp.Expr:
     """The SELECT of a view, with views it reads expanded inline (views over views)."""
     obj = session.catalog.lookup(name)
     if obj is None or obj["kind"] != "VIEW":
@@ -35,7 +32,7 @@ def view_query(session: Session, name: str) -> exp.Expr:
     return name_outputs(query, spark_names, column_list(create) or spark_names, f"view {name}")
 
 
-def expand_views(session: Session, query: exp.Expr, depth: int = 0) -> exp.Expr:
+def expand_views(session: Warehouse, query: exp.Expr, depth: int = 0) -> exp.Expr:
     if depth > 32:
         raise SqlError("views nest more than 32 levels deep (a cycle?)")
     for table in list(query.find_all(exp.Table)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from dtables.state.store import StateStore, open_private, private_folder
@@ -40,6 +40,12 @@ def exclusive(store: StateStore, keys: Sequence[str]) -> Iterator[None]:
         for fd in reversed(fds):
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def streams(store: StateStore, names: Sequence[str]) -> AbstractContextManager[None]:
+    """Exclusive locks on the named streams (``stream-<name>``), taken in name order so that two consumers of
+    overlapping streams never deadlock."""
+    return exclusive(store, [f"stream-{name}" for name in sorted(set(names))])
 
 
 def is_held(path: Path) -> bool:

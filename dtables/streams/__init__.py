@@ -1,8 +1,9 @@
 """Streams: named bookmarks on a table, view or dynamic table whose DML consumption advances exactly once.
 
-Modules: ``syntax`` (statements), ``store`` (state store rows), ``frontier`` (versions, staleness, retention),
+Modules: ``frontier`` (versions, staleness, retention),
 ``read`` (what a stream returns), ``consume`` (exactly-once consumption and crash recovery), ``transactions``
 (BEGIN/COMMIT/ROLLBACK), ``statements`` (SQL handlers and the executor hook), ``vacuum`` (frontier-aware VACUUM).
+Their syntax is in ``dtables.sql.stream_syntax``, their rows in the state store in ``dtables.state.streams``.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -42,17 +42,15 @@ from dtables.catalog.tables import create_table
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.spark.sessions import own_session
 from dtables.streams import faults
-from dtables.streams import store as st
+from dtables.state import streams as st
 from dtables.streams.dml import in_subquery_as_merge
 from dtables.streams.errors import StreamConflict, StreamError
 from dtables.streams.frontier import latest_versions
-from dtables.streams.read import SparkScope, stream_changes
+from dtables.streams.read import stream_changes
 from dtables.streams.retention import track_retention
 from dtables.sql.references import aliased_table, replace_table
 from dtables.state import locks
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 _view_ids = itertools.count()
 SHORTHANDS = {"ACTION": METADATA_ACTION, "ISUPDATE": METADATA_ISUPDATE, "ROW_ID": METADATA_ROW_ID}
@@ -101,7 +99,7 @@ def target_of(tree: exp.Expr) -> str | None:
     return None
 
 
-def substitute(scope: SparkScope, tree: exp.Expr, reads: Mapping[str, StreamRead]) -> exp.Expr:
+def substitute(scope: Warehouse, tree: exp.Expr, reads: Mapping[str, StreamRead]) -> exp.Expr:
     """A copy of ``tree`` reading temp views (registered on ``scope.spark``) in place of the streams."""
     tree = tree.copy()
     stream_views = set()
@@ -152,7 +150,7 @@ def _drop_unactionable_merge_rows(tree: exp.Expr, stream_views: set[str]) -> Non
     using.replace(exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias))))
 
 
-def _complete_merge_inserts(scope: SparkScope, tree: exp.Expr) -> None:
+def _complete_merge_inserts(scope: Warehouse, tree: exp.Expr) -> None:
     """Singdata writes ``WHEN NOT MATCHED THEN INSERT VALUES (...)`` without a column list, which Spark rejects:
     supply the target's columns. In a NOT MATCHED clause there is no target row, so references to the target's
     alias there are NULL (Singdata's own example writes ``target.id``)."""
@@ -175,10 +173,10 @@ def _complete_merge_inserts(scope: SparkScope, tree: exp.Expr) -> None:
 
 
 @contextmanager
-def stream_locks(session: Session, names: Sequence[str]) -> Iterator[None]:
+def stream_locks(session: Warehouse, names: Sequence[str]) -> Iterator[None]:
     """Exclusive locks on the named streams, taken in name order, held until the block ends (or the process
     dies: the kernel drops ``flock`` locks of a dead process)."""
-    with locks.exclusive(session.store, [f"stream-{name}" for name in sorted(set(names))]):
+    with locks.streams(session.store, names):
         yield
 
 
@@ -193,7 +191,7 @@ def app_id(streams: Mapping[str, st.Stream], index: int) -> str:
     return f"dtables-stream:{'+'.join(sorted(streams))}#{index}@{incarnation.hexdigest()[:12]}"
 
 
-def _location(session: Session, name: str) -> str | None:
+def _location(session: Warehouse, name: str) -> str | None:
     obj = session.catalog.lookup(name)
     if obj is not None and obj.get("location"):
         return str(obj["location"])
@@ -206,7 +204,7 @@ def _location(session: Session, name: str) -> str | None:
         return None
 
 
-def _latest(session: Session, location: str | None) -> int:
+def _latest(session: Warehouse, location: str | None) -> int:
     from dtables.changes.log import DeltaLog
 
     if location is None:
@@ -215,23 +213,23 @@ def _latest(session: Session, location: str | None) -> int:
     return log.latest_version if log.exists else -1
 
 
-def _run_on_clone(session: Session, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
+def _run_on_clone(session: Warehouse, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
                   app: str | None, seq: int, metadata: str) -> None:
     from dtables.sql.dialect import to_spark
     from dtables.sql.references import table_names
 
     writer = idempotent_session(session.spark, app, seq, metadata) if app is not None else own_session(session.spark)
     with writer as clone:
-        scope = SparkScope(clone, session.catalog, session.store)
+        scope = session.with_spark(clone)
         session.catalog.ensure_registered(table_names(tree))
         rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
         if isinstance(rewritten, exp.Create):
-            create_table(scope, rewritten, statement)  # type: ignore[arg-type]
+            create_table(scope, rewritten, statement)
         else:
             clone.sql(to_spark(rewritten))
 
 
-def consume(session: Session, statements: Sequence[tuple[str, exp.Expr]],
+def consume(session: Warehouse, statements: Sequence[tuple[str, exp.Expr]],
             reads: Mapping[str, StreamRead] | None, stream_names: Sequence[str]) -> None:
     """Run ``statements`` as one consumption of ``stream_names``.
 
@@ -269,7 +267,7 @@ def consume(session: Session, statements: Sequence[tuple[str, exp.Expr]],
     track_retention(session, {t for f in frontiers.values() for t in f})
 
 
-def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expr]],
+def _execute(session: Warehouse, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expr]],
              pending: Mapping[str, Any], skip_committed: bool) -> None:
     metadata = json.dumps({"dtables_stream": {"seq": pending["seq"], "id": pending.get("id"),
                                               "frontiers": pending["frontiers"]}}, sort_keys=True)
@@ -287,7 +285,7 @@ def _execute(session: Session, reads: Mapping[str, StreamRead], statements: Sequ
             faults.crash_point("between_writes")
 
 
-def _landed(session: Session, pending: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
+def _landed(session: Warehouse, pending: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
     """Whether the target's log holds this consumption's commit of ``write`` (matched by the consumption id in its
     user metadata; pending records written before the id existed match on the app and sequence alone)."""
     if not write["target"]:
@@ -297,14 +295,14 @@ def _landed(session: Session, pending: Mapping[str, Any], write: Mapping[str, An
                      pending["seq"], marker)
 
 
-def recover(session: Session, name: str) -> st.Stream:
+def recover(session: Warehouse, name: str) -> st.Stream:
     """The stream after finishing or forgetting a consumption a crash left pending (call with its lock held)."""
     stream = st.require(session.store, name)
     session.catalog.ensure_registered(list(stream.frontier))  # a new process knows no table yet
     pending = stream.pending
     if not pending:
         return stream
-    from dtables.sql.executor import parse
+    from dtables.sql.dialect import parse
 
     done = [_landed(session, pending, w) for w in pending["writes"]]
     writing = [d for d, w in zip(done, pending["writes"]) if w["target"]]

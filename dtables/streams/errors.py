@@ -1,21 +1,8 @@
-"""Stream errors: each names the stream and says what to do."""
+"""Stream errors: each names the stream and says what to do. Defined in ``dtables.errors`` (the stream records in
+``dtables.state.streams`` raise them too); named here for the stream modules and their callers."""
 
 from __future__ import annotations
 
-from dtables.errors import DtablesError
+from dtables.errors import StreamConflict, StreamError, StreamNotFound, StreamStale
 
-
-class StreamError(DtablesError):
-    """A stream statement or consumption failed; the stream's frontier is as it was."""
-
-
-class StreamNotFound(StreamError):
-    pass
-
-
-class StreamStale(StreamError):
-    """The stream's frontier is older than the history its source still retains."""
-
-
-class StreamConflict(StreamError):
-    """Another consumer advanced the stream after this transaction read it."""
+__all__ = ["StreamConflict", "StreamError", "StreamNotFound", "StreamStale"]

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from differentiation.vocabulary import ChangeFormat, Shape
 from dtables import changes as ch
@@ -20,9 +20,7 @@ from dtables.catalog import normalize
 from dtables.changes.interval import open_log
 from dtables.changes.log import DeltaLog
 from dtables.errors import UsageError
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 MAX_RETENTION_SETTING = "dtables.stream.max_retention"
 DEFAULT_MAX_RETENTION = "14 days"
@@ -45,7 +43,7 @@ def max_retention(spark: Any) -> dt.timedelta:
     return parse_duration(spark.conf.get(MAX_RETENTION_SETTING, DEFAULT_MAX_RETENTION))
 
 
-def table_log(session: Session, table: str) -> DeltaLog:
+def table_log(session: Warehouse, table: str) -> DeltaLog:
     """The Delta log of a table, found through the catalog (no Spark query) when dtables knows the table."""
     obj = session.catalog.lookup(table)
     if obj is not None and obj.get("location"):
@@ -53,7 +51,7 @@ def table_log(session: Session, table: str) -> DeltaLog:
     return open_log(session.spark, table)
 
 
-def latest_versions(session: Session, tables: list[str]) -> dict[str, int]:
+def latest_versions(session: Warehouse, tables: list[str]) -> dict[str, int]:
     """The latest committed version of each base table (log listings only, no Spark job)."""
     return {t: table_log(session, t).latest_version for t in tables}
 
@@ -108,7 +106,7 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     return None
 
 
-def stale_after(session: Session, frontier: Mapping[str, int]) -> dt.datetime:
+def stale_after(session: Warehouse, frontier: Mapping[str, int]) -> dt.datetime:
     """When the stream may go stale if not consumed: for each base table, the first commit after its frontier
     version (now, when there is none yet) plus the history the table retains (both retention properties, as the
     retention extension set them); the earliest of those."""
@@ -118,18 +116,3 @@ def stale_after(session: Session, frontier: Mapping[str, int]) -> dt.datetime:
         log = table_log(session, table)
         times.append((at_risk_since(log, version) or now) + retention_of(log).history)
     return min(times) if times else now
-
-
-def stream_bound(session: Session, name: str, statement: str) -> ch.Bound:
-    """``AT(STREAM => 's')``: the stream's frontier as a bound. One base table: its version; several: the time the
-    frontier last advanced (paper 3.3: a frontier used as a point in time is its last-updated timestamp)."""
-    from dtables.catalog import normalize
-    from dtables.errors import SqlError
-    from dtables.streams import store as st
-
-    stream = st.get(session.store, normalize(name))
-    if stream is None:
-        raise SqlError(f"AT(STREAM => '{name}'): there is no stream {normalize(name)}", statement)
-    if len(stream.frontier) == 1:
-        return ch.Bound.version(next(iter(stream.frontier.values())))
-    return ch.Bound.timestamp(dt.datetime.fromisoformat(stream.consumed_at.replace("Z", "+00:00")))

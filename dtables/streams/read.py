@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -30,18 +29,10 @@ from dtables.catalog import quote_column
 from dtables.changes.interval import open_log
 from dtables.changes.reader import row_id_string
 from dtables.streams.errors import StreamError, StreamStale
-from dtables.streams.store import Stream
+from dtables.catalog.warehouse import Warehouse
+from dtables.state.streams import Stream
 
 SINGDATA_COLUMNS = ("__change_type", "__commit_version", "__commit_timestamp")
-
-
-@dataclass(frozen=True)
-class SparkScope:
-    """The parts of a dtables session the change-query helpers use, bound to another Spark session (a clone)."""
-
-    spark: Any
-    catalog: Any
-    store: Any
 
 
 def intervals(spark: Any, stream: Stream, end: Mapping[str, int]) -> dict[str, ch.Interval]:
@@ -65,7 +56,7 @@ def _stale(stream: Stream, table: str, version: int, why: str) -> StreamStale:
         f"streams within the source's retention, which streams extend up to dtables.stream.max_retention")
 
 
-def stream_changes(scope: SparkScope, stream: Stream, end: Mapping[str, int]) -> DataFrame:
+def stream_changes(scope: Warehouse, stream: Stream, end: Mapping[str, int]) -> DataFrame:
     """The stream's rows over ``(frontier, end]`` as a lazy DataFrame on ``scope.spark``."""
     spans = intervals(scope.spark, stream, end)
     try:
@@ -112,7 +103,7 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
     )
 
 
-def _view_changes(scope: SparkScope, stream: Stream, spans: dict[str, ch.Interval]) -> DataFrame:
+def _view_changes(scope: Warehouse, stream: Stream, spans: dict[str, ch.Interval]) -> DataFrame:
     from dtables.change_queries import IntervalSources, plan_view
 
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]

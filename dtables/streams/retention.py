@@ -26,16 +26,16 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from dtables.catalog import normalize
+from dtables.catalog.warehouse import Warehouse
+from dtables.dynamic import definition as defs
 from dtables.errors import ChangeTrackingError
+from dtables.state import locks
+from dtables.state import streams as st
 from dtables.streams.frontier import DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, at_risk_since, hours_text, \
     max_retention, parse_duration, table_log
-
-if TYPE_CHECKING:
-    from dtables.session import Session
 
 LOG_RETENTION, FILE_RETENTION = "delta.logRetentionDuration", "delta.deletedFileRetentionDuration"
 # Where the value an extension replaced is kept (UNSET: the table had not set the property).
@@ -78,12 +78,9 @@ def same_place(a: str, b: str) -> bool:
     return canonical(a) == canonical(b)
 
 
-def holders(session: Session, tables: Iterable[str] | None = None, *, kinds: tuple[str, ...] = (STREAM,
+def holders(session: Warehouse, tables: Iterable[str] | None = None, *, kinds: tuple[str, ...] = (STREAM,
             DYNAMIC_TABLE)) -> list[Holder]:
     """Every live frontier on ``tables`` (normalized names; None: all tables), streams first."""
-    from dtables.dynamic import definition as defs
-    from dtables.streams import store as st
-
     wanted = None if tables is None else {normalize(t) for t in tables}
     found: list[tuple[str, str, str, int]] = []
     if STREAM in kinds:
@@ -105,14 +102,12 @@ def holders(session: Session, tables: Iterable[str] | None = None, *, kinds: tup
 # -- the retention extension ----------------------------------------------------------------------------------------
 
 
-def track_retention(session: Session, tables: Iterable[str], *, adding: bool = False) -> None:
+def track_retention(session: Warehouse, tables: Iterable[str], *, adding: bool = False) -> None:
     """Extend or restore the retention of each table to what its live streams need (see the module docstring).
     ``adding``: a stream is about to be created on them. Best effort: it never fails the statement that triggered
     it (which has committed by then)."""
-    from dtables.streams.consume import stream_locks
-
     for table in sorted({normalize(t) for t in tables}):
-        with stream_locks(session, [f"retention-{table}"]):  # serialise deciders: the last one sees every change
+        with locks.streams(session.store, [f"retention-{table}"]):  # serialise deciders: the last one sees every change
             try:
                 _track(session, table, adding)
             except ChangeTrackingError:
@@ -122,7 +117,7 @@ def track_retention(session: Session, tables: Iterable[str], *, adding: bool = F
                              table, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
-def _track(session: Session, table: str, adding: bool) -> None:
+def _track(session: Warehouse, table: str, adding: bool) -> None:
     now = dt.datetime.now(dt.timezone.utc)
     cap = max_retention(session.spark)
     needed = adding or any(h.at_risk_since is None or now - h.at_risk_since < cap

@@ -9,7 +9,7 @@ executor's hook: a statement that reads a stream is answered here (a query reads
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -18,17 +18,14 @@ from dtables import changes as ch
 from dtables.catalog import normalize, qualified
 from dtables.changes.interval import open_log
 from dtables.errors import ChangeTrackingError, SqlError
-from dtables.streams import store as st
+from dtables.state import streams as st
 from dtables.sql import expressions as syntax
 from dtables.streams import transactions
 from dtables.streams.consume import SHORTHANDS, WRITES, StreamRead, consume, recover, stream_locks, stream_tables, \
     substitute, target_of
 from dtables.streams.frontier import latest_versions, stale_after, stale_reason
-from dtables.streams.read import SparkScope
 from dtables.streams.retention import track_retention
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 
 def _name(table: exp.Table) -> str:
@@ -38,7 +35,7 @@ def _name(table: exp.Table) -> str:
 # -- CREATE / DROP / SHOW / DESCRIBE ---------------------------------------------------------------------------------
 
 
-def create_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
+def create_stream(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     name, source_table = _name(tree.this), tree.args["source"]
     source, kind = _name(source_table), tree.args["source_kind"].name
     mode, flavor = tree.args["mode"].name, tree.args["flavor"].name
@@ -64,7 +61,7 @@ def create_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
     return _status(session, f"stream {name} created on {kind.lower()} {source}")
 
 
-def _base_tables(session: Session, name: str, source: str, kind: str, mode: str, statement: str) -> list[str]:
+def _base_tables(session: Warehouse, name: str, source: str, kind: str, mode: str, statement: str) -> list[str]:
     obj = session.catalog.lookup(source)
     actual = {"TABLE": "TABLE", "VIEW": "VIEW", "DYNAMIC_TABLE": "DYNAMIC TABLE"}.get(obj["kind"]) if obj else None
     if actual is not None and actual != kind:
@@ -110,7 +107,7 @@ def _base_tables(session: Session, name: str, source: str, kind: str, mode: str,
     return tables
 
 
-def _start(session: Session, name: str, base: list[str], when: exp.Expr, statement: str) -> dict[str, int]:
+def _start(session: Warehouse, name: str, base: list[str], when: exp.Expr, statement: str) -> dict[str, int]:
     kind = str(when.args.get("kind") or "").upper()
     if kind == "STREAM":
         other = st.get(session.store, normalize(when.expression.name))
@@ -133,7 +130,7 @@ def _start(session: Session, name: str, base: list[str], when: exp.Expr, stateme
         raise SqlError(f"cannot create stream {name}: {e}", statement) from e
 
 
-def drop_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
+def drop_stream(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     name = _name(tree.this)
     existing = st.get(session.store, name)
     if not st.drop(session.store, name):
@@ -149,7 +146,7 @@ _LISTING = ("created_on STRING, name STRING, database_name STRING, table_name ST
             "base_tables STRING, mode STRING, stale BOOLEAN, stale_after TIMESTAMP, comment STRING")
 
 
-def show_streams(session: Session, tree: exp.Expr, statement: str) -> Any:
+def show_streams(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     import fnmatch
 
     like = tree.args.get("like")
@@ -171,7 +168,7 @@ _DESCRIPTION = ("name STRING, source STRING, source_type STRING, mode STRING, sh
                 "stale_reason STRING, comment STRING, created_on STRING")
 
 
-def describe(session: Session, name: str) -> dict[str, Any]:
+def describe(session: Warehouse, name: str) -> dict[str, Any]:
     """One stream as DESCRIBE STREAM (and ``dtables streams``) show it, after finishing a crashed consumption."""
     with stream_locks(session, [name]):
         stream = recover(session, name)
@@ -184,12 +181,12 @@ def describe(session: Session, name: str) -> dict[str, Any]:
     return dict(zip([c.split()[0] for c in _DESCRIPTION.split(", ")], row))
 
 
-def describe_stream(session: Session, tree: exp.Expr, statement: str) -> Any:
+def describe_stream(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     row = describe(session, _name(tree.this))
     return session.spark.createDataFrame([tuple(row.values())], _DESCRIPTION)
 
 
-def _stale(session: Session, stream: st.Stream) -> str | None:
+def _stale(session: Warehouse, stream: st.Stream) -> str | None:
     for table, version in stream.frontier.items():
         reason = stale_reason(session.spark, table, version)
         if reason is not None:
@@ -197,14 +194,14 @@ def _stale(session: Session, stream: st.Stream) -> str | None:
     return None
 
 
-def _stale_after(session: Session, stream: st.Stream) -> Any:
+def _stale_after(session: Warehouse, stream: st.Stream) -> Any:
     try:
         return stale_after(session, stream.frontier)
     except ChangeTrackingError:
         return None
 
 
-def vacuum(session: Session, tree: exp.Expr, statement: str) -> Any:
+def vacuum(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """``VACUUM t [RETAIN n HOURS] [DRY RUN]`` through the frontier-aware vacuum; Delta's result."""
     from dtables.streams.vacuum import vacuum as run
 
@@ -216,24 +213,19 @@ def vacuum(session: Session, tree: exp.Expr, statement: str) -> Any:
                dry_run=bool(tree.args["dry_run"].this))
 
 
-def _status(session: Session, text: str) -> Any:
+def _status(session: Warehouse, text: str) -> Any:
     return session.spark.createDataFrame([(text,)], "status STRING")
 
 
 # -- transactions ----------------------------------------------------------------------------------------------------
 
 
-def begin(session: Session, tree: exp.Expr, statement: str) -> Any:
+def begin(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     transactions.begin(session)
     return _status(session, "transaction started")
 
 
-def commit(session: Session, tree: exp.Expr, statement: str) -> Any:
-    transactions.commit(session)
-    return _status(session, "transaction committed")
-
-
-def rollback(session: Session, tree: exp.Expr, statement: str) -> Any:
+def rollback(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     transactions.rollback(session)
     return _status(session, "transaction rolled back")
 
@@ -244,7 +236,6 @@ HANDLERS: dict[type[exp.Expr], Any] = {
     syntax.ShowStreams: show_streams,
     syntax.DescribeStream: describe_stream,
     syntax.BeginTransaction: begin,
-    syntax.CommitTransaction: commit,
     syntax.RollbackTransaction: rollback,
     syntax.Vacuum: vacuum,
 }
@@ -257,7 +248,7 @@ def _is_dml(tree: exp.Expr) -> bool:
     return isinstance(tree, WRITES) or target_of(tree) is not None
 
 
-def claims(session: Session, tree: exp.Expr | None) -> bool:
+def claims(session: Warehouse, tree: exp.Expr | None) -> bool:
     """Whether :func:`execute` answers this statement (so Spark's parser must not judge it first)."""
     if tree is None or type(tree).__module__.startswith("dtables"):
         return False
@@ -268,7 +259,7 @@ def claims(session: Session, tree: exp.Expr | None) -> bool:
     return bool(stream_tables(tree, st.names(session.store)))
 
 
-def execute(session: Session, statement: str, tree: exp.Expr) -> Any:
+def execute(session: Warehouse, statement: str, tree: exp.Expr) -> Any:
     """Run a statement :func:`claims`: buffer DML in a transaction, consume streams with DML, read them otherwise."""
     txn = transactions.current(session)
     names = sorted({n for _, n in stream_tables(tree, st.names(session.store))})
@@ -292,5 +283,5 @@ def execute(session: Session, statement: str, tree: exp.Expr) -> Any:
     from dtables.sql.references import table_names
 
     session.catalog.ensure_registered(table_names(tree))
-    rewritten = substitute(SparkScope(session.spark, session.catalog, session.store), tree, reads)
+    rewritten = substitute(session, tree, reads)
     return session.spark.sql(to_spark(rewritten))

@@ -20,17 +20,15 @@ import datetime as dt
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from dtables.errors import ChangeTrackingError
-from dtables.streams.consume import StreamRead
+from dtables.state import streams as st
+from dtables.streams.consume import StreamRead, consume, recover, stream_locks, stream_tables
 from dtables.streams.errors import StreamError
 from dtables.streams.frontier import latest_versions
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 
 @dataclass
@@ -42,11 +40,8 @@ class Transaction:
     reads: dict[str, StreamRead] = field(default_factory=dict)
     buffered: list[tuple[str, exp.Expr]] = field(default_factory=list)
 
-    def read(self, session: Session, name: str) -> StreamRead:
+    def read(self, session: Warehouse, name: str) -> StreamRead:
         """The stream as this transaction sees it (fixed at its first read here)."""
-        from dtables.streams import store as st
-        from dtables.streams.consume import recover, stream_locks
-
         if name not in self.reads:
             with stream_locks(session, [name]):
                 stream = recover(session, name)
@@ -57,16 +52,14 @@ class Transaction:
         return self.reads[name]
 
 
-_open: weakref.WeakKeyDictionary[Session, Transaction] = weakref.WeakKeyDictionary()
+_open: weakref.WeakKeyDictionary[Warehouse, Transaction] = weakref.WeakKeyDictionary()
 
 
-def current(session: Session) -> Transaction | None:
+def current(session: Warehouse) -> Transaction | None:
     return _open.get(session)
 
 
-def begin(session: Session) -> None:
-    from dtables.streams import store as st
-
+def begin(session: Warehouse) -> None:
     if session in _open:
         raise StreamError("a transaction is already open on this session; COMMIT or ROLLBACK it first")
 
@@ -80,26 +73,23 @@ def begin(session: Session) -> None:
     _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), pinned)
 
 
-def rollback(session: Session) -> None:
+def rollback(session: Warehouse) -> None:
     _open.pop(session, None)
 
 
-def commit(session: Session, stream_names_of: Mapping[int, list[str]] | None = None) -> None:
-    """Run the buffered statements as one consumption of every stream they read; the transaction ends either way."""
-    from dtables.streams import store as st
-    from dtables.streams.consume import consume, stream_tables
+def commit(session: Warehouse, stream_names_of: Mapping[int, list[str]] | None = None) -> list[tuple[str, exp.Expr]]:
+    """Run the buffered statements as one consumption of every stream they read; the transaction ends either way.
 
+    When none of them reads a stream they are plain statements: returned, for the statement executor to run in
+    order (COMMIT's handler there does); otherwise nothing is left to run."""
     txn = _open.pop(session, None)
     if txn is None or not txn.buffered:
-        return
+        return []
     known = st.names(session.store)
     names = sorted({n for _, tree in txn.buffered for _, n in stream_tables(tree, known)})
     if not names:
-        from dtables.sql.executor import execute_statement
-
-        for statement, tree in txn.buffered:  # no stream: plain statements, run in order
-            execute_statement(session, statement, tree)
-        return
+        return list(txn.buffered)
     for name in names:
         txn.read(session, name)
     consume(session, txn.buffered, {n: txn.reads[n] for n in names}, names)
+    return []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtables import changes as ch
 from dtables.catalog import normalize
@@ -28,9 +28,7 @@ from dtables.changes.log import DeltaLog
 from dtables.errors import ChangeTrackingError, ObjectNotFound
 from dtables.streams.frontier import max_retention, retention_of, table_log
 from dtables.streams.retention import DYNAMIC_TABLE, STREAM, Holder, holders, same_place
-
-if TYPE_CHECKING:
-    from dtables.session import Session
+from dtables.catalog.warehouse import Warehouse
 
 MARGIN_HOURS = 1.0
 
@@ -67,7 +65,7 @@ class VacuumPlan:
         return [k.reason(self.planned_at) for k in self.keeps]
 
 
-def _locate(session: Session, table: str) -> tuple[str, str | None]:
+def _locate(session: Warehouse, table: str) -> tuple[str, str | None]:
     """(location, catalog name or None for a ``delta.`path```) of a Delta table, or ObjectNotFound."""
     from dtables.changes.interval import _PATH_IDENTIFIER
 
@@ -89,14 +87,14 @@ def _locate(session: Session, table: str) -> tuple[str, str | None]:
     return location, name
 
 
-def _location_of(session: Session, table: str) -> str | None:
+def _location_of(session: Warehouse, table: str) -> str | None:
     try:
         return table_log(session, table).location
     except ChangeTrackingError:
         return None
 
 
-def plan_vacuum(session: Session, table: str, retain_hours: float | None = None) -> VacuumPlan:
+def plan_vacuum(session: Warehouse, table: str, retain_hours: float | None = None) -> VacuumPlan:
     """What ``VACUUM table [RETAIN retain_hours HOURS]`` must keep, and the retention that keeps it."""
     location, _ = _locate(session, table)
     requested = float(retain_hours) if retain_hours is not None else \
@@ -120,12 +118,12 @@ def plan_vacuum(session: Session, table: str, retain_hours: float | None = None)
     return VacuumPlan(table, location, requested, retain, tuple(keeps), now)
 
 
-def run_vacuum(session: Session, plan: VacuumPlan, dry_run: bool = False) -> Any:
+def run_vacuum(session: Warehouse, plan: VacuumPlan, dry_run: bool = False) -> Any:
     """Delta's VACUUM with the plan's retention; returns Delta's result (with DRY RUN: the files it would delete)."""
     return session.spark.sql(f"VACUUM delta.`{plan.location}` RETAIN {plan.retain_hours:g} HOURS"
                              f"{' DRY RUN' if dry_run else ''}")
 
 
-def vacuum(session: Session, table: str, retain: float | None = None, dry_run: bool = False) -> Any:
+def vacuum(session: Warehouse, table: str, retain: float | None = None, dry_run: bool = False) -> Any:
     """``VACUUM table [RETAIN retain HOURS] [DRY RUN]``, keeping what every live frontier still needs."""
     return run_vacuum(session, plan_vacuum(session, table, retain), dry_run)

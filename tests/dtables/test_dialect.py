@@ -5,7 +5,7 @@ from sqlglot import exp
 
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.expressions import SetChangeTracking
-from dtables.sql.executor import split_statements
+from dtables.sql.dialect import split_statements
 
 
 @pytest.mark.parametrize("sql", [

@@ -20,7 +20,7 @@ from dtables.changes.storage import FileEntry, _local_entry
 from dtables.dynamic import executor, history
 from dtables.ingest import commits
 from dtables.ingest import store as cs
-from dtables.ingest.client import Client
+from dtables.client import Client
 from dtables.testing import assert_same_rows
 from scheduler.vocabulary import RefreshState
 

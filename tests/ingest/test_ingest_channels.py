@@ -17,7 +17,7 @@ import pytest
 
 from dtables.ingest import commits
 from dtables.ingest import store as cs
-from dtables.ingest.client import Client, parse_lag
+from dtables.client import Client, parse_lag
 from dtables.ingest.errors import ChannelInvalidatedError, IngestError, InsertRowsError
 from dtables.errors import SqlError
 from dtables.testing import assert_same_rows

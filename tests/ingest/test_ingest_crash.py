@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from dtables.ingest import store as cs
-from dtables.ingest.client import Client
+from dtables.client import Client
 from dtables.ingest.loader import load
 from dtables.state import StateStore
 
@@ -105,7 +105,7 @@ def test_ingest_command_killed_then_rerun_loads_each_line_once(connect: Any, war
 PRODUCER = textwrap.dedent("""
     import random, sys, time
     import dtables
-    from dtables.ingest.client import Client
+    from dtables.client import Client
 
     warehouse, total = sys.argv[1], int(sys.argv[2])
     client = Client(dtables.connect(warehouse, master="local[1]"), max_client_lag=0.2)

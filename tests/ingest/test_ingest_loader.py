@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dtables.ingest.client import Client
+from dtables.client import Client
 from dtables.ingest.loader import load
 from dtables.testing import assert_same_rows
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from dtables.ingest.client import Client
+from dtables.client import Client
 from dtables.spark.servers import Cluster
 from dtables.testing import assert_same_rows
 

@@ -28,7 +28,7 @@ def _latest(dt: Any, table: str) -> int:
 
 def _written_once_by(dt: Any, table: str, seq: int) -> bool:
     """The table's last commit carries the consumption's idempotent-write id (what crash recovery looks for)."""
-    from dtables.streams import store as st
+    from dtables.state import streams as st
     from dtables.streams.consume import app_id, committed
 
     location = dt.catalog.lookup(table)["location"]

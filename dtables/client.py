@@ -1,4 +1,6 @@
-"""The ingestion client: opens and drops channels, and runs the flusher that commits their buffers in time.
+"""The ingestion client (``dtables.Client``): opens and drops channels, and runs the flusher that commits their
+buffers in time. A user-facing entry point like the session, above project loading (it opens a project folder's
+warehouse); the channels themselves are in ``dtables.ingest``.
 
 One background thread watches every open channel of the client and hands a channel whose buffer is due (its
 oldest row waited ``max_client_lag``, or it reached the size threshold) to a small pool of commit threads: a
@@ -20,6 +22,8 @@ from dtables.ingest import lifecycle
 from dtables.ingest.channel import ON_ERROR, Channel, FlushPolicy
 from dtables.ingest.errors import ChannelClosedError, IngestError
 from dtables.ingest.target import resolve
+from dtables.project.connect import connect_project
+from dtables.session import Session, connect
 
 MAX_CLIENT_LAG = 600.0  # seconds: seed 004's limit of 10 minutes
 DEFAULT_CLIENT_LAG = 1.0
@@ -47,8 +51,6 @@ def parse_lag(value: Any) -> float:
 def _session_of(source: Any) -> tuple[Any, bool]:
     """A dtables Session for a session, a project folder (holding dtables.yml) or a warehouse; and whether the
     client opened it (and so closes it)."""
-    from dtables.session import Session, connect
-
     if isinstance(source, Session):
         return source, False
     if source is None:
@@ -56,8 +58,6 @@ def _session_of(source: Any) -> tuple[Any, bool]:
     if isinstance(source, (str, os.PathLike)):
         folder = Path(source)
         if (folder / "dtables.yml").is_file():
-            from dtables.project.connect import connect_project  # the project layer is the entry point here
-
             return connect_project(folder), True
         return connect(source), True
     raise IngestError(f"Client() takes a dtables session, a project folder or a warehouse, not {type(source).__name__}")

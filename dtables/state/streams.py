@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dtables.state import StateStore
-from dtables.streams.errors import StreamConflict, StreamNotFound
+from dtables.state.store import StateStore
+from dtables.errors import StreamConflict, StreamNotFound
 
 
 def utc_now() -> str:
