@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import re
 
 from sqlglot import exp
@@ -103,8 +104,6 @@ def _normal(t: str) -> str:
 def _literal(e: exp.Literal) -> tuple[str, tuple[int, int] | None]:
     """A numeric literal's type, and the decimal it counts as next to a decimal (Spark picks the minimum precision
     for integral literals: spark.sql.legacy.literal.pickMinimumPrecision, on by default)."""
-    import decimal
-
     value = decimal.Decimal(e.this)
     digits, exponent = len(value.as_tuple().digits), int(value.as_tuple().exponent)
     if "." not in e.this and "e" not in e.this.lower():

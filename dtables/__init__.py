@@ -1,5 +1,6 @@
 """dtables: declarative dynamic tables on Apache Spark and Delta Lake, maintained incrementally."""
 
+from dtables.client import Client
 from dtables.errors import ChangeTrackingError, DtablesError, ObjectNotFound, SqlError
 from dtables.session import Session, connect
 
@@ -7,11 +8,3 @@ __version__ = "0.1.0"
 
 __all__ = ["connect", "Session", "DtablesError", "SqlError", "ObjectNotFound", "ChangeTrackingError", "Client"]
 
-
-def __getattr__(name: str) -> object:
-    # The ingestion client imports PySpark's types; loaded on first use so `import dtables` stays light.
-    if name == "Client":
-        from dtables.client import Client
-
-        return Client
-    raise AttributeError(f"module 'dtables' has no attribute {name!r}")

@@ -9,13 +9,23 @@ from typing import Any
 
 from sqlglot import exp
 
+import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables.catalog import quote
+from dtables.catalog.warehouse import Warehouse, default_state_store, warehouse_uri
+from dtables.change_queries import Bounds, changes_of, explain_changes_clause, table_schemas
+from dtables.dynamic.errors import RefreshFailed
+from dtables.dynamic.executor import refresh
+from dtables.dynamic.history import dataframe
 from dtables.errors import DtablesError
+from dtables.spark.builder import build_spark
 from dtables.spark.fs import is_local, unreachable_over_connect
+from dtables.sql.dialect import parse_one
+from dtables.sql.executor import execute_script
+from dtables.sql.references import table_names
 from dtables.sql.views import expand_views
 from dtables.state import StateStore
-from dtables.catalog.warehouse import Warehouse, default_state_store, warehouse_uri
+from dtables.streams.vacuum import vacuum
 from scheduler.vocabulary import RefreshState
 
 
@@ -35,8 +45,6 @@ class Session(Warehouse):
 
     def sql(self, text: str) -> Any:
         """Run one statement or a ``;``-separated script; return the Spark DataFrame of the last statement."""
-        from dtables.sql.executor import execute_script
-
         return execute_script(self, text)
 
     def table(self, name: str) -> Any:
@@ -52,24 +60,15 @@ class Session(Warehouse):
         """What changed in a table or view: ``start`` (state at a version int, a timestamp, or a
         ``dtables.changes.Bound``) up to ``end`` (inclusive; default latest). ``before=`` starts just before a
         version instead. Same result as ``SELECT * FROM t CHANGES(INFORMATION => ...) AT(...) END(...)``."""
-        from dtables.change_queries import Bounds, changes_of
-
         if (start is None) == (before is None):
             raise DtablesError("changes() needs exactly one of start= or before=")
         return changes_of(self, table, Bounds.of(start=start, end=end, before=before), information.upper())
 
     def explain_changes(self, sql: str) -> str:
         """The rewritten change plan of a query (or of the CHANGES clauses of a statement), as text."""
-        from dtables.change_queries import explain_changes_clause
-        from dtables.sql.dialect import parse_one
-        import differentiation as diff
-
         tree = parse_one(sql)
         if tree.find(exp.Changes) is not None:
             return explain_changes_clause(self, tree, sql)
-        from dtables.change_queries import table_schemas
-        from dtables.sql.references import table_names
-
         query = expand_views(self, tree)
         return diff.explain(query, table_schemas(self, sorted(set(table_names(query)))))
 
@@ -79,9 +78,6 @@ class Session(Warehouse):
         Returns the history records (``dtables.dynamic.history.RefreshRecord``), upstreams first; raises
         ``RefreshFailed`` naming the table and cause when one did not succeed (unless ``raise_on_failure=False``).
         """
-        from dtables.dynamic.errors import RefreshFailed
-        from dtables.dynamic.executor import refresh
-
         records = refresh(self, [names] if isinstance(names, str) else names, data_timestamp=data_timestamp)
         bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
         if bad and raise_on_failure:
@@ -105,14 +101,10 @@ class Session(Warehouse):
         """Same as ``VACUUM table [RETAIN retain_hours HOURS] [DRY RUN]``: keeps every removed data file a live
         stream's frontier (up to ``dtables.stream.max_retention``, 14 days by default) or a dynamic table's
         frontier still needs."""
-        from dtables.streams.vacuum import vacuum
-
         return vacuum(self, table, retain_hours, dry_run)
 
     def history(self, name: str | None = None, since: Any = None) -> Any:
         """Refresh history (one row per refresh, oldest first) as a DataFrame; same as ``dtables.refresh_history``."""
-        from dtables.dynamic.history import dataframe
-
         return dataframe(self, name, since)
 
     def close(self) -> None:
@@ -142,8 +134,6 @@ def connect(
     ``spark`` reuses an existing SparkSession (Delta must be configured on it). ``state_store`` is the SQLite
     file (default ``<warehouse>/_dtables/state.sqlite`` for local warehouses).
     """
-    from dtables.spark.builder import build_spark
-
     uri = warehouse_uri(warehouse)
     if remote and spark is None and not is_local(uri):
         raise unreachable_over_connect(uri)  # over Connect the warehouse must be a path the server shares

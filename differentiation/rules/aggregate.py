@@ -5,6 +5,7 @@ from __future__ import annotations
 from differentiation.delta_nodes import At, Delta, KeySet, Restrict, Signed, Sum
 from differentiation.plan import Aggregate, Node
 from differentiation.rewrite import DeriveContext
+from differentiation.rules.aggregate_algebraic import derive_aggregate_algebraic
 from differentiation.vocabulary import DELETE, INSERT
 
 
@@ -30,6 +31,4 @@ def derive_aggregate(node: Delta, *, ctx: DeriveContext) -> Node:
 
 def derive_aggregate_any(node: Delta, *, ctx: DeriveContext) -> Node:
     """The aggregate rule: algebraic from a stored state when possible, else affected keys."""
-    from differentiation.rules.aggregate_algebraic import derive_aggregate_algebraic
-
     return derive_aggregate_algebraic(node, ctx=ctx) or derive_aggregate(node, ctx=ctx)

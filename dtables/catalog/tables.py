@@ -11,13 +11,13 @@ from typing import Any
 from sqlglot import exp
 
 from dtables.catalog import new_table_properties, normalize, qualified
+from dtables.catalog.warehouse import Warehouse
 from dtables.errors import SqlError
 from dtables.spark import fs
 from dtables.sql.dialect import to_spark
 from dtables.sql.output_names import column_mapping_properties, has_unnamed
 from dtables.sql.references import table_names
 from dtables.sql.spark_errors import short_statement
-from dtables.catalog.warehouse import Warehouse
 
 
 def target_table(tree: exp.Expr) -> exp.Table:

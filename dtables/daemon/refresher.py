@@ -14,12 +14,12 @@ import re
 import threading
 import time
 
+from dtables.catalog.warehouse import Warehouse
 from dtables.dynamic import history
 from dtables.dynamic.definition import to_iso
 from dtables.dynamic.executor import refresh as refresh_tables
 from dtables.dynamic.vocabulary import Action
 from dtables.errors import DtablesError
-from dtables.catalog.warehouse import Warehouse
 from scheduler.runner import RefreshOutcome
 from scheduler.vocabulary import RefreshState
 

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dtables.catalog.warehouse import Warehouse
 from dtables.daemon.failures import FailureStore, record_not_refreshed, record_suspensions
 from dtables.daemon.refresher import ScheduledRefresher
 from dtables.daemon.schedule import Snapshot, choose_base_period_s, load_snapshot, table_states
-from dtables.spark.sessions import cancel_jobs
 from dtables.dynamic import definition as defs
-from dtables.catalog.warehouse import Warehouse
+from dtables.spark.sessions import cancel_jobs
 from scheduler.daemon import Daemon
 from scheduler.periods import parse_target_lag
 from scheduler.runner import FailureState, RetryPolicy, TableRunResult, TickResult, TickRunner

@@ -17,6 +17,7 @@ from dtables.dynamic import history
 from dtables.state import StateStore
 from scheduler.daemon import LOCK_FILE
 from scheduler.lag import RefreshRecord, lag_metrics
+from scheduler.periods import parse_target_lag
 from scheduler.vocabulary import RefreshState, SchedulingState
 
 
@@ -76,8 +77,6 @@ def table_status(store: StateStore, *, window: dt.timedelta = dt.timedelta(hours
     now = now or defs.now_utc()
     failures = FailureStore(store).load()
     if base_period_s is None:
-        from scheduler.periods import parse_target_lag
-
         base_period_s = choose_base_period_s({d.name: parse_target_lag(d.target_lag) for d in defs.load_all(store)})
     snapshot = load_snapshot(store, base_period_s=base_period_s, suspended=failures.suspended, now=now)
     out = []

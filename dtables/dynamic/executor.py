@@ -41,9 +41,11 @@ from dtables.spark.sessions import own_session
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
 from dtables.spark.jobs import SparkWork
+from dtables.sql.spark_errors import translate
 from dtables.state import locks
 from dtables.catalog.warehouse import Warehouse
 from scheduler.dag import DAG
+from scheduler.runner import RefreshOutcome
 from scheduler.vocabulary import RefreshState, SchedulingState, Trigger
 
 FAULT_ENV = "DTABLES_FAULT"
@@ -232,8 +234,6 @@ def _error_text(name: str, error: BaseException) -> str:
     if isinstance(error, DtablesError):
         cause = str(error)
     else:
-        from dtables.sql.spark_errors import translate
-
         cause = str(translate(error, f"refresh of {name}")) if isinstance(error, Exception) and not isinstance(
             error, AssertionError) else repr(error)
     return cause if name in cause else f"refresh of dynamic table {name} failed: {cause}"
@@ -338,8 +338,6 @@ class DynamicTableRefresher:
         self.session = session
 
     def refresh(self, name: str, data_timestamp: dt.datetime, trigger: str) -> Any:
-        from scheduler.runner import RefreshOutcome
-
         started = now_utc()
         try:
             [record] = refresh(self.session, [name], trigger=trigger, data_timestamp=data_timestamp,

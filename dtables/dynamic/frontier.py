@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from dataclasses import dataclass
 
+from dtables.catalog import TABLE_KINDS
+from dtables.catalog.warehouse import Warehouse
 from dtables.changes.log import DeltaLog
+from dtables.dynamic import definition as defs
+from dtables.dynamic import history
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.dynamic.errors import DynamicTableError
-from dtables.catalog.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,6 @@ def _type_name(t: object) -> str:
 
 
 def describe_version(name: str, log: DeltaLog, version: int, is_dynamic: bool) -> SourceVersion:
-    import json
-
     meta = log.metadata_at(version)
     fields = json.loads(meta.schema_json)["fields"]
     # A dynamic table's hidden columns (row id, aggregate state) are not part of what its readers see.
@@ -61,8 +63,6 @@ def version_at(log: DeltaLog, at: dt.datetime) -> int | None:
 
 def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime) -> SourceVersion:
     """The version of ``source`` that ``owner``'s refresh to ``at`` reads. Raises SourceMissing with the cause."""
-    from dtables.dynamic import history
-
     obj = session.catalog.lookup(source)
     if obj is None:
         renamed = _renamed_to(session, owner, source)
@@ -93,9 +93,6 @@ def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime)
 def _renamed_to(session: Warehouse, owner: str, source: str) -> str | None:
     """The table that ``source``, missing now, was renamed to: the catalog table holding the Delta table ``owner``
     last read under that name (same table id). Only on this failure path, so reading a few logs is fine."""
-    from dtables.catalog import TABLE_KINDS
-    from dtables.dynamic import definition as defs
-
     d = defs.load(session.store, owner)
     identity = d.source_identities.get(source) if d is not None else None
     if not identity:

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from dtables.catalog import normalize, qualified
 from dtables.dynamic.definition import from_iso, now_utc, to_iso
+from dtables.sql.dialect import to_spark
 from dtables.sql.references import aliased_table, replace_table
 from dtables.state import StateStore
 from dtables.catalog.warehouse import Warehouse
@@ -151,8 +153,6 @@ def version_at_data_timestamp(store: StateStore, name: str, at: dt.datetime) -> 
 
 def dataframe(session: Warehouse, name: str | None = None, since: dt.datetime | None = None) -> Any:
     """The history as a Spark DataFrame (columns ``COLUMNS``), oldest first."""
-    from pyspark.sql import types as T
-
     types = {"string": T.StringType(), "bigint": T.LongType(), "timestamp": T.TimestampType(),
              "double": T.DoubleType()}
     schema = T.StructType([T.StructField(c, types[t], True) for c, t in COLUMNS])
@@ -166,8 +166,6 @@ def dataframe(session: Warehouse, name: str | None = None, since: dt.datetime | 
 
 def point_at_virtual_tables(session: Warehouse, tree: exp.Expr, statement: str) -> tuple[exp.Expr, str]:
     """Replace references to ``dtables.refresh_history`` with a temp view of the current history rows."""
-    from dtables.sql.dialect import to_spark
-
     hits = [t for t in tree.find_all(exp.Table) if qualified(t.db, t.name).lower() == VIRTUAL_TABLE]
     if not hits:
         return tree, statement

@@ -12,6 +12,7 @@ from sqlglot import exp
 from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
+from dtables.changes.log import DeltaLog
 from dtables.catalog import new_table_properties, normalize, qualified, quote, quote_column
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
@@ -89,8 +90,6 @@ def _rewrites(plan: Any) -> str:
 
 
 def _check_sources(session: Warehouse, name: str, sources: tuple[str, ...]) -> dict[str, Any]:
-    from dtables.changes.log import DeltaLog
-
     found = {}
     for source in sources:
         if source == name:

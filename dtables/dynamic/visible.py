@@ -15,9 +15,10 @@ from typing import Any
 from sqlglot import exp
 
 from dtables.catalog import normalize, qualified
+from dtables.catalog.warehouse import Warehouse
+from dtables.dynamic import definition as defs
 from dtables.dynamic.definition import STATE_PREFIX
 from dtables.sql.references import replace_table
-from dtables.catalog.warehouse import Warehouse
 
 _WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter)
 
@@ -46,8 +47,6 @@ def _name(table: exp.Table) -> str | None:
 def describe_visible(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """``DESCRIBE [TABLE] [EXTENDED] <dynamic table>`` as Spark answers it, without the rows of the hidden columns;
     None when ``tree`` describes anything else (a query, a column, another table)."""
-    from dtables.dynamic import definition as defs
-
     target = tree.this if isinstance(tree, exp.Describe) else None
     name = _name(target) if isinstance(target, exp.Table) else None
     if name is None or tree.args.get("expressions") or defs.load(session.store, name) is None:
@@ -59,8 +58,6 @@ def describe_visible(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
 
 def hide_state_columns(session: Warehouse, tree: exp.Expr) -> exp.Expr | None:
     """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none."""
-    from dtables.dynamic import definition as defs
-
     tree = tree.copy()
     written = _written(tree)
     changed = False

@@ -26,16 +26,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dtables.catalog.warehouse import Warehouse
 from dtables.ingest import commits
 from dtables.ingest import store as cs
 from dtables.ingest.commits import ChannelCommit
 from dtables.ingest.convert import ConvertedRow
-from dtables.ingest.errors import ChannelClosedError, ChannelInvalidatedError, CommitFailedError, IngestError, \
-    InsertRowsError
+from dtables.ingest.errors import (
+    ChannelClosedError,
+    ChannelInvalidatedError,
+    CommitFailedError,
+    IngestError,
+    InsertRowsError,
+)
 from dtables.ingest.response import InsertResponse, RowError
 from dtables.ingest.store import ChannelState
 from dtables.ingest.target import Target
-from dtables.catalog.warehouse import Warehouse
 
 ON_ERROR = ("CONTINUE", "SKIP_BATCH", "ABORT")
 _RETRIES = 5  # commit attempts before a channel gives up (CommitFailedError)

@@ -22,13 +22,14 @@ import time
 import uuid
 from typing import Any
 
+from dtables.catalog.warehouse import Warehouse
+from dtables.changes.log import DeltaLog
 from dtables.ingest import commits
 from dtables.ingest import store as cs
 from dtables.ingest.commits import ChannelCommit, FoundCommit
 from dtables.ingest.errors import IngestError
 from dtables.ingest.store import ChannelState, utc_now
 from dtables.ingest.target import Target
-from dtables.catalog.warehouse import Warehouse
 
 _ATTEMPTS = 8
 
@@ -50,8 +51,6 @@ def reconcile(spark: Any, target: Target, state: ChannelState) -> ChannelState:
 
 def _from_log(session: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
     """The channel as the log knows it, for a channel without a store row (a fresh incarnation if none)."""
-    from dtables.changes.log import DeltaLog
-
     now = utc_now()
     found = commits.find_channel(session.spark, target.location, target.name, name)
     newest = found.newest

@@ -7,9 +7,9 @@ from typing import Any
 from sqlglot import exp
 
 from dtables.catalog import normalize
+from dtables.catalog.warehouse import Warehouse
 from dtables.ingest import store as cs
 from dtables.sql.expressions import ShowChannels
-from dtables.catalog.warehouse import Warehouse
 
 LISTING = ("created_on STRING, name STRING, database_name STRING, table_name STRING, client_sequencer BIGINT, "
            "offset_token STRING, committed_at STRING, rows_committed BIGINT, on_error STRING, opened_at STRING")

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 from dtables.catalog import normalize
+from dtables.catalog.warehouse import Warehouse
+from dtables.changes import resolve_location
+from dtables.changes.errors import NotADeltaTable
 from dtables.changes.log import DeltaLog
 from dtables.ingest.convert import ConvertOptions, RowConverter, UnsupportedType
 from dtables.ingest.errors import IngestError
-from dtables.catalog.warehouse import Warehouse
 
 # Columns Delta fills itself; seed 004 refuses tables with them (AUTOINCREMENT/IDENTITY, defaults).
 _COMPUTED = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")
@@ -36,9 +38,6 @@ def _location(session: Warehouse, name: str) -> str:
         if obj["kind"] != "TABLE":
             raise IngestError(f"cannot open a channel on {name}: it is a {obj['kind'].lower()}, not a table")
         return str(obj["location"]).rstrip("/")
-    from dtables.changes import resolve_location
-    from dtables.changes.errors import NotADeltaTable
-
     try:
         return resolve_location(session.spark, name)
     except NotADeltaTable as e:

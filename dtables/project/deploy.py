@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import differentiation as diff
+from dtables.dynamic import definition as defs
+from dtables.dynamic.definition import qualify_sources, query_sql
 from dtables.project.config import ProjectError
 from dtables.project.loader import DynamicTableSpec, Project
 from dtables.project.seeds import seed_frame
 from dtables.project.validate import check_project
+from dtables.sql.dialect import parse_one
 from dtables.sql.dynamic_syntax import RefreshMode
 
 NEW, CHANGED, UNCHANGED, REMOVED = "NEW", "CHANGED", "UNCHANGED", "REMOVED"
@@ -30,9 +33,6 @@ class PlannedChange:
 
 
 def _normalized_query(query: str) -> str:
-    from dtables.dynamic.definition import qualify_sources, query_sql
-    from dtables.sql.dialect import parse_one
-
     return query_sql(qualify_sources(parse_one(query))[0])
 
 
@@ -64,8 +64,6 @@ def _what_changed(spec: DynamicTableSpec, stored: Any) -> str:
 
 
 def plan_project(session: Any, project: Project) -> tuple[PlannedChange, ...]:
-    from dtables.dynamic import definition as defs
-
     project, schema = check_project(project)
     out: list[PlannedChange] = []
     for source in project.sources:

@@ -25,6 +25,7 @@ from typing import Any
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dtables.catalog import normalize, qualified
@@ -38,6 +39,10 @@ from dtables.project.config import (
     load_config,
     problem_text,
 )
+from dtables.sql.dialect import parse_one, split_statements, to_spark
+from dtables.sql.expressions import CreateStream
+from dtables.sql.references import table_names
+from scheduler import DAG
 
 _HEADER = re.compile(r"^\s*--\s*([A-Za-z_]+)\s*:\s*(.*?)\s*$")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -45,9 +50,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` (``name`` or ``db.name``) is not an unquoted SQL identifier, or None when it is one."""
-    from dtables.sql.dialect import parse_one
-    from sqlglot.errors import ParseError
-
     parts = name.split(".")
     if len(parts) > 2 or not all(_IDENTIFIER.match(part) for part in parts):
         return (f"{name!r} is not a SQL identifier: a name is ASCII letters, digits and _, not starting with a "
@@ -92,9 +94,6 @@ class DynamicTableSpec:
     reads: tuple[str, ...] = ()
 
     def create_statement(self) -> str:
-        from dtables.sql.dialect import to_spark
-        from sqlglot import exp
-
         comment = f" COMMENT = {to_spark(exp.Literal.string(self.comment))}" if self.comment else ""
         lag = "DOWNSTREAM" if self.target_lag.upper() == "DOWNSTREAM" else to_spark(exp.Literal.string(self.target_lag))
         return (f"CREATE OR REPLACE DYNAMIC TABLE {self.name} TARGET_LAG = {lag} REFRESH_MODE = "
@@ -126,8 +125,6 @@ class Project:
 
     def dag(self) -> Any:
         """The DAG of dynamic tables (edges from the dynamic tables each one reads); rejects cycles."""
-        from scheduler import DAG
-
         models = {d.name for d in self.dynamic_tables}
         return DAG({d.name: [r for r in d.reads if r in models] for d in self.dynamic_tables})
 
@@ -229,8 +226,6 @@ def _header(path: Path, text: str) -> tuple[ModelSettings, int]:
 
 
 def _statements(path: Path, text: str) -> list[tuple[str, int]]:
-    from dtables.sql.dialect import split_statements
-
     out, cursor = [], 0
     for statement in split_statements(text):
         at = text.find(statement, cursor)
@@ -247,12 +242,6 @@ def _syntax_problem(path: Path, first_line: int, e: ParseError) -> str:
 
 def load_project(folder: str | Path, profile: str | None = None) -> Project:
     """Read, render and check the structure of a project folder. Raises ProjectError naming file and line."""
-    from dtables.sql.dialect import parse_one
-    from dtables.sql.references import table_names
-    from dtables.sql.expressions import CreateStream
-    from sqlglot import exp
-    from sqlglot.errors import ParseError
-
     folder = Path(folder)
     config = load_config(folder, profile)
     names = _names_in(folder)

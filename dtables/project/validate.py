@@ -14,17 +14,17 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from dtables.catalog import qualified
+from dtables.catalog import normalize, qualified
 from dtables.project.config import ProjectError, format_problems
 from dtables.project.loader import DynamicTableSpec, Project, load_project
 from dtables.sql.chains import shallow
+from dtables.sql.dialect import parse_one
+from scheduler import SchedulerError
 
 Schema = dict[str, dict[str, str]]
 
 
 def _source_schema(project: Project) -> tuple[Schema, set[str]]:
-    from dtables.sql.dialect import parse_one
-
     schema: Schema = {}
     opaque: set[str] = set()  # CTAS or LOCATION sources: columns known only once created
     for source in project.sources:
@@ -54,9 +54,6 @@ def _nested(schema: Schema) -> dict[str, Any]:
 
 def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) -> dict[str, str] | None:
     """Check one model against the schema; return its output columns and types (None if unknowable)."""
-    from dtables.sql.dialect import parse_one
-    from dtables.catalog import normalize
-
     tree = shallow(parse_one(model.query))
     known = set(schema) | opaque
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -94,8 +91,6 @@ def validate_project(folder: Any, profile: str | None = None) -> Project:
 
 def check_project(project: Project) -> tuple[Project, Schema]:
     """Check a loaded project; return it with the schema of every table whose columns are known."""
-    from scheduler import SchedulerError
-
     schema, opaque = _source_schema(project)
     names = {s.name for s in project.sources} | {m.name for m in project.dynamic_tables}
     problems: list[str] = []

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from pyspark.sql import SparkSession
+
 from dtables.errors import DtablesError
 from dtables.secrets import SPARK_REDACTION_REGEX, register, secret_values
 from dtables.spark.jars import delta_jars
@@ -76,8 +78,6 @@ def build_spark(
     persistent one only through Delta paths: tables are registered by the dtables catalog (see
     ``dtables.catalog``) so that reconnecting needs no Hive metastore.
     """
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, Any] = {**DELTA_CONF, "spark.sql.warehouse.dir": warehouse_uri}
     if remote:
@@ -112,7 +112,7 @@ def require_connect_client() -> None:
     """Raise a DtablesError naming the extra to install when PySpark's Spark Connect client cannot load."""
     # not pyspark's check_dependencies(): run from `python -c` it takes itself for a doctest and exits the process
     try:
-        from pyspark.sql.connect import utils
+        from pyspark.sql.connect import utils  # lazy: the Connect client packages are optional (extra [connect])
 
         for require in (utils.require_minimum_pandas_version, utils.require_minimum_pyarrow_version,
                         utils.require_minimum_grpc_version, utils.require_minimum_grpcio_status_version,

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
+
 from dtables.errors import DtablesError
 
 # Maven Central does not carry io.delta:delta-spark_4.2_2.13:4.4.1 (the newest build for Spark 4.2 there is 4.4.0;
@@ -39,8 +41,6 @@ def jar_dir(version: str = DELTA_VERSION) -> Path:
 
 
 def _pyspark_jars() -> Path:
-    import pyspark
-
     return Path(pyspark.__file__).parent / "jars"
 
 

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyspark
+
 from dtables.errors import DtablesError
 from dtables.spark.jars import delta_jars
 
@@ -32,8 +34,6 @@ HOST = "127.0.0.1"
 
 
 def spark_home() -> Path:
-    import pyspark
-
     return Path(pyspark.__file__).parent
 
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parser import Parser
 from sqlglot.parsers.spark import SparkParser

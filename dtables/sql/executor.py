@@ -12,27 +12,29 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlglot
+from pyspark.errors import ParseException
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, normalize, qualified, quote
 from dtables.catalog.tables import create_table, kind_clash, target_table
-from dtables.errors import DtablesError, SqlError
+from dtables.catalog.warehouse import Warehouse
+from dtables.change_queries import explain_changes_clause, resolve_changes
 from dtables.dynamic.history import point_at_virtual_tables
 from dtables.dynamic.statements import HANDLERS as DYNAMIC_TABLE_HANDLERS
 from dtables.dynamic.statements import explain_create
-from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import describe_visible, hide_state_columns
+from dtables.errors import DtablesError, SqlError
+from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.spark import fs
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, parse, parse_one, split_statements, to_spark
 from dtables.sql.expressions import CommitTransaction, CreateDynamicTable, SetChangeTracking
 from dtables.sql.output_names import has_unnamed, name_outputs
 from dtables.sql.references import table_names
-from dtables.sql.spark_errors import short_statement, translate
+from dtables.sql.spark_errors import first_sentences, short_statement, translate
 from dtables.streams import statements as streams
 from dtables.streams import transactions
-from dtables.catalog.warehouse import Warehouse
 
 Handler = Callable[[Warehouse, exp.Expr, str], Any]
 
@@ -71,8 +73,6 @@ def check_spark_syntax(spark: Any, statement: str, *, in_script: bool = True) ->
 
 
 def _check_over_connect(spark: Any, statement: str) -> None:
-    from pyspark.errors import ParseException
-
     explain = statement if statement.lstrip()[:7].upper() == "EXPLAIN" else f"EXPLAIN {statement}"
     try:
         spark.sql(explain).collect()
@@ -85,8 +85,6 @@ def _check_over_connect(spark: Any, statement: str) -> None:
 
 
 def _parse_message(message: str) -> str:
-    from dtables.sql.spark_errors import first_sentences
-
     return first_sentences(message)
 
 
@@ -137,16 +135,12 @@ def execute_statement(session: Warehouse, statement: str, tree: exp.Expr | None)
     try:
         explained = _explain_target(statement)
         if explained is not None and explained[1] is not None and explained[1].find(exp.Changes) is not None:
-            from dtables.change_queries import explain_changes_clause
-
             text = explain_changes_clause(session, explained[1], explained[0])
             return session.spark.createDataFrame([(text,)], "plan STRING")
         if explained is not None and isinstance(explained[1], CreateDynamicTable):
             text = explain_create(session, explained[1], explained[0])
             return session.spark.createDataFrame([(text,)], "plan STRING")
         if tree is not None and tree.find(exp.Changes) is not None:
-            from dtables.change_queries import resolve_changes
-
             tree = resolve_changes(session, tree, statement)
             session.catalog.ensure_registered(table_names(tree))
             return session.spark.sql(to_spark(tree))

@@ -7,15 +7,14 @@ and expanded in place, recursively (views over views), as a subquery aliased lik
 
 from __future__ import annotations
 
-
 from sqlglot import exp
 
 from dtables.catalog import qualified
+from dtables.catalog.warehouse import Warehouse
 from dtables.errors import SqlError
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.output_names import column_list, name_outputs
 from dtables.sql.references import replace_table, table_names
-from dtables.catalog.warehouse import Warehouse
 
 
 def view_query(session: Warehouse, name: str) -> exp.Expr:

@@ -39,18 +39,21 @@ from sqlglot import exp
 from differentiation.vocabulary import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from dtables.catalog import normalize, qualified
 from dtables.catalog.tables import create_table
+from dtables.catalog.warehouse import Warehouse
+from dtables.changes import resolve_location
 from dtables.changes.idempotent import committed, idempotent_session
+from dtables.changes.log import DeltaLog
 from dtables.spark.sessions import own_session
-from dtables.streams import faults
+from dtables.sql.dialect import parse, to_spark
+from dtables.sql.references import aliased_table, replace_table, table_names
+from dtables.state import locks
 from dtables.state import streams as st
+from dtables.streams import faults
 from dtables.streams.dml import in_subquery_as_merge
 from dtables.streams.errors import StreamConflict, StreamError
 from dtables.streams.frontier import latest_versions
 from dtables.streams.read import stream_changes
 from dtables.streams.retention import track_retention
-from dtables.sql.references import aliased_table, replace_table
-from dtables.state import locks
-from dtables.catalog.warehouse import Warehouse
 
 _view_ids = itertools.count()
 SHORTHANDS = {"ACTION": METADATA_ACTION, "ISUPDATE": METADATA_ISUPDATE, "ROW_ID": METADATA_ROW_ID}
@@ -196,8 +199,6 @@ def _location(session: Warehouse, name: str) -> str | None:
     if obj is not None and obj.get("location"):
         return str(obj["location"])
     try:
-        from dtables.changes import resolve_location
-
         session.catalog.ensure_registered([name])
         return resolve_location(session.spark, name)
     except Exception:  # noqa: BLE001 - not a Delta table (yet): CREATE TABLE AS makes it
@@ -205,8 +206,6 @@ def _location(session: Warehouse, name: str) -> str | None:
 
 
 def _latest(session: Warehouse, location: str | None) -> int:
-    from dtables.changes.log import DeltaLog
-
     if location is None:
         return -1
     log = DeltaLog(session.spark, location)
@@ -215,9 +214,6 @@ def _latest(session: Warehouse, location: str | None) -> int:
 
 def _run_on_clone(session: Warehouse, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
                   app: str | None, seq: int, metadata: str) -> None:
-    from dtables.sql.dialect import to_spark
-    from dtables.sql.references import table_names
-
     writer = idempotent_session(session.spark, app, seq, metadata) if app is not None else own_session(session.spark)
     with writer as clone:
         scope = session.with_spark(clone)
@@ -302,8 +298,6 @@ def recover(session: Warehouse, name: str) -> st.Stream:
     pending = stream.pending
     if not pending:
         return stream
-    from dtables.sql.dialect import parse
-
     done = [_landed(session, pending, w) for w in pending["writes"]]
     writing = [d for d, w in zip(done, pending["writes"]) if w["target"]]
     streams = [st.require(session.store, n) for n in pending["streams"]]

@@ -17,10 +17,11 @@ from typing import Any
 from differentiation.vocabulary import ChangeFormat, Shape
 from dtables import changes as ch
 from dtables.catalog import normalize
+from dtables.catalog.warehouse import Warehouse
 from dtables.changes.interval import open_log
 from dtables.changes.log import DeltaLog
+from dtables.changes.shapes import check_files_retained
 from dtables.errors import UsageError
-from dtables.catalog.warehouse import Warehouse
 
 MAX_RETENTION_SETTING = "dtables.stream.max_retention"
 DEFAULT_MAX_RETENTION = "14 days"
@@ -95,8 +96,6 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     try:
         interval = ch.resolve_interval(spark, table, at=ch.Bound.version(version))
         plan = ch.plan_changes(spark, interval, ChangeFormat.DEFAULT)
-        from dtables.changes.shapes import check_files_retained
-
         if plan.shape != Shape.NO_DATA:
             check_files_retained(spark, plan)
     except ch.HistoryNotRetained as e:

@@ -26,11 +26,13 @@ import differentiation as diff
 from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import quote_column
+from dtables.catalog.warehouse import Warehouse
+from dtables.change_queries import IntervalSources, plan_view
 from dtables.changes.interval import open_log
 from dtables.changes.reader import row_id_string
-from dtables.streams.errors import StreamError, StreamStale
-from dtables.catalog.warehouse import Warehouse
+from dtables.changes.scan import table_schema
 from dtables.state.streams import Stream
+from dtables.streams.errors import StreamError, StreamStale
 
 SINGDATA_COLUMNS = ("__change_type", "__commit_version", "__commit_timestamp")
 
@@ -84,8 +86,6 @@ def _table_changes(spark: Any, stream: Stream, interval: ch.Interval) -> DataFra
 
 def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: Any) -> DataFrame:
     meta = log.metadata_at(version)
-    from dtables.changes.scan import table_schema
-
     columns = [f.name for f in table_schema(meta).fields]
     times = log.commit_timestamps()
     pairs = [x for v, ms in times.items()
@@ -104,8 +104,6 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
 
 
 def _view_changes(scope: Warehouse, stream: Stream, spans: dict[str, ch.Interval]) -> DataFrame:
-    from dtables.change_queries import IntervalSources, plan_view
-
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]
     sources = IntervalSources(scope.spark, spans)
     if stream.show_initial_rows and stream.mode == ChangeFormat.DEFAULT:

@@ -34,8 +34,15 @@ from dtables.dynamic import definition as defs
 from dtables.errors import ChangeTrackingError
 from dtables.state import locks
 from dtables.state import streams as st
-from dtables.streams.frontier import DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, at_risk_since, hours_text, \
-    max_retention, parse_duration, table_log
+from dtables.streams.frontier import (
+    DEFAULT_FILE_RETENTION,
+    DEFAULT_LOG_RETENTION,
+    at_risk_since,
+    hours_text,
+    max_retention,
+    parse_duration,
+    table_log,
+)
 
 LOG_RETENTION, FILE_RETENTION = "delta.logRetentionDuration", "delta.deletedFileRetentionDuration"
 # Where the value an extension replaced is kept (UNSET: the table had not set the property).

@@ -8,24 +8,40 @@ executor's hook: a statement that reads a stream is answered here (a query reads
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from typing import Any
 
 from sqlglot import exp
 
+from differentiation import incremental_reason
+from differentiation.monotonic import non_monotonic_operator
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import normalize, qualified
+from dtables.catalog.warehouse import Warehouse
+from dtables.change_queries import bound_of, plan_view
 from dtables.changes.interval import open_log
 from dtables.errors import ChangeTrackingError, SqlError
-from dtables.state import streams as st
 from dtables.sql import expressions as syntax
+from dtables.sql.dialect import to_spark
+from dtables.sql.references import table_names
+from dtables.state import streams as st
 from dtables.streams import transactions
-from dtables.streams.consume import SHORTHANDS, WRITES, StreamRead, consume, recover, stream_locks, stream_tables, \
-    substitute, target_of
+from dtables.streams.consume import (
+    SHORTHANDS,
+    WRITES,
+    StreamRead,
+    consume,
+    recover,
+    stream_locks,
+    stream_tables,
+    substitute,
+    target_of,
+)
 from dtables.streams.frontier import latest_versions, stale_after, stale_reason
 from dtables.streams.retention import track_retention
-from dtables.catalog.warehouse import Warehouse
+from dtables.streams.vacuum import vacuum as run
 
 
 def _name(table: exp.Table) -> str:
@@ -68,8 +84,6 @@ def _base_tables(session: Warehouse, name: str, source: str, kind: str, mode: st
         raise SqlError(f"cannot create stream {name}: {source} is a {actual.lower()}, not a {kind.lower()}; "
                        f"write ON {actual} {source}", statement)
     if kind == "VIEW":
-        from dtables.change_queries import plan_view
-
         if obj is None:
             raise SqlError(f"cannot create stream {name}: view {source} does not exist", statement)
         try:
@@ -77,15 +91,11 @@ def _base_tables(session: Warehouse, name: str, source: str, kind: str, mode: st
         except SqlError as e:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
                            f"{e}", statement) from e
-        from differentiation import incremental_reason
-
         reason = incremental_reason(plan)  # buildable but not maintainable (a window without PARTITION BY, rand())
         if reason is not None:
             raise SqlError(f"cannot create stream {name} on view {source}: its query cannot be differentiated: "
                            f"{reason}", statement)
         if mode == ChangeFormat.APPEND_ONLY:
-            from differentiation.monotonic import non_monotonic_operator
-
             op = non_monotonic_operator(plan)
             if op is not None:
                 raise SqlError(f"cannot create APPEND_ONLY stream {name} on view {source}: the view is not "
@@ -118,8 +128,6 @@ def _start(session: Warehouse, name: str, base: list[str], when: exp.Expr, state
             raise SqlError(f"cannot create stream {name} at stream {other.name}: it tracks other tables "
                            f"({', '.join(other.frontier)})", statement)
         return dict(other.frontier)
-    from dtables.change_queries import bound_of
-
     assert isinstance(when, exp.HistoricalData)
     bound = bound_of(session, when, statement)
     before = str(when.this).upper() == "BEFORE"
@@ -147,8 +155,6 @@ _LISTING = ("created_on STRING, name STRING, database_name STRING, table_name ST
 
 
 def show_streams(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
-    import fnmatch
-
     like = tree.args.get("like")
     pattern = like.this.lower().replace("%", "*").replace("_", "?") if like is not None else None
     rows = []
@@ -203,8 +209,6 @@ def _stale_after(session: Warehouse, stream: st.Stream) -> Any:
 
 def vacuum(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """``VACUUM t [RETAIN n HOURS] [DRY RUN]`` through the frontier-aware vacuum; Delta's result."""
-    from dtables.streams.vacuum import vacuum as run
-
     table = tree.this
     name = f"delta.`{table.name}`" if table.db.lower() == "delta" and ("/" in table.name or ":" in table.name) \
         else (qualified(table.db, table.name))
@@ -279,9 +283,6 @@ def execute(session: Warehouse, statement: str, tree: exp.Expr) -> Any:
             with stream_locks(session, [n]):
                 stream = recover(session, n)
             reads[n] = StreamRead(stream, latest_versions(session, list(stream.frontier)))
-    from dtables.sql.dialect import to_spark
-    from dtables.sql.references import table_names
-
     session.catalog.ensure_registered(table_names(tree))
     rewritten = substitute(session, tree, reads)
     return session.spark.sql(to_spark(rewritten))

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dtables.catalog.warehouse import Warehouse
 from dtables.errors import ChangeTrackingError
 from dtables.state import streams as st
 from dtables.streams.consume import StreamRead, consume, recover, stream_locks, stream_tables
 from dtables.streams.errors import StreamError
 from dtables.streams.frontier import latest_versions
-from dtables.catalog.warehouse import Warehouse
 
 
 @dataclass

@@ -24,11 +24,12 @@ from typing import Any
 
 from dtables import changes as ch
 from dtables.catalog import normalize
+from dtables.catalog.warehouse import Warehouse
+from dtables.changes.interval import _PATH_IDENTIFIER
 from dtables.changes.log import DeltaLog
 from dtables.errors import ChangeTrackingError, ObjectNotFound
 from dtables.streams.frontier import max_retention, retention_of, table_log
 from dtables.streams.retention import DYNAMIC_TABLE, STREAM, Holder, holders, same_place
-from dtables.catalog.warehouse import Warehouse
 
 MARGIN_HOURS = 1.0
 
@@ -67,8 +68,6 @@ class VacuumPlan:
 
 def _locate(session: Warehouse, table: str) -> tuple[str, str | None]:
     """(location, catalog name or None for a ``delta.`path```) of a Delta table, or ObjectNotFound."""
-    from dtables.changes.interval import _PATH_IDENTIFIER
-
     m = _PATH_IDENTIFIER.match(table)
     if m:
         location, name = m.group("path").rstrip("/"), None
