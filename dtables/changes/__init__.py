@@ -26,7 +26,7 @@ Why not the alternatives (measured: bench/README.md, "Measurements behind design
 - Delta time-travel scans filtered on ``_metadata.file_path``: correct ids, but Delta's file index does not prune
   on that filter (a one-file filter took as long as the full scan), so every read costs two full snapshots. It is
   kept as the fallback for tables with deletion vectors or column mapping.
-- Chosen approach: a MINIMIZE read about 6x faster than the naive EXCEPT ALL of two snapshots (both ways).
+- Chosen approach: a MINIMIZE read, several times faster than the naive EXCEPT ALL of two snapshots (both ways).
 
 Cost: proportional to the rows of the files the interval touched, not to the rows that changed. With
 copy-on-write a scattered 0.1% update rewrites most files, and the read then scans those files twice (still a
