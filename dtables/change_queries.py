@@ -56,25 +56,25 @@ def _as_bound(value: Any) -> ch.Bound | None:
     raise UsageTypeError(f"a change bound is a version number, a timestamp or a Bound, not {value!r}")
 
 
-def bound_of(session: Warehouse, data: exp.HistoricalData, statement: str) -> ch.Bound:
+def bound_of(warehouse: Warehouse, data: exp.HistoricalData, statement: str) -> ch.Bound:
     """The bound an ``AT|BEFORE(VERSION|TIMESTAMP|OFFSET|STREAM => ...)`` clause names."""
     kind = str(data.args.get("kind") or "").upper()
     value = data.expression
     if kind == "VERSION":
-        return ch.Bound.version(int(_evaluate(session, value)))
+        return ch.Bound.version(int(_evaluate(warehouse, value)))
     if kind == "TIMESTAMP":
-        return ch.Bound.timestamp(_evaluate(session, value, cast="TIMESTAMP"))
+        return ch.Bound.timestamp(_evaluate(warehouse, value, cast="TIMESTAMP"))
     if kind == "OFFSET":
-        return ch.Bound.offset(float(_evaluate(session, value)))
+        return ch.Bound.offset(float(_evaluate(warehouse, value)))
     if kind == "STREAM":
-        return stream_bound(session, str(_evaluate(session, value)), statement)
+        return stream_bound(warehouse, str(_evaluate(warehouse, value)), statement)
     raise SqlError(f"{data.this}({kind} => ...) is not supported; use VERSION, TIMESTAMP or OFFSET", statement)
 
 
-def stream_bound(session: Warehouse, name: str, statement: str) -> ch.Bound:
+def stream_bound(warehouse: Warehouse, name: str, statement: str) -> ch.Bound:
     """``AT(STREAM => 's')``: the stream's frontier as a bound. One base table: its version; several: the time the
     frontier last advanced (paper 3.3: a frontier used as a point in time is its last-updated timestamp)."""
-    stream = st.get(session.store, normalize(name))
+    stream = st.get(warehouse.store, normalize(name))
     if stream is None:
         raise SqlError(f"AT(STREAM => '{name}'): there is no stream {normalize(name)}", statement)
     if len(stream.frontier) == 1:
@@ -82,7 +82,7 @@ def stream_bound(session: Warehouse, name: str, statement: str) -> ch.Bound:
     return ch.Bound.timestamp(dt.datetime.fromisoformat(stream.consumed_at.replace("Z", "+00:00")))
 
 
-def _evaluate(session: Warehouse, value: exp.Expr, cast: str | None = None) -> Any:
+def _evaluate(warehouse: Warehouse, value: exp.Expr, cast: str | None = None) -> Any:
     if isinstance(value, exp.Literal) and not value.is_string and cast is None:
         return value.this
     if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and cast is None:
@@ -94,17 +94,17 @@ def _evaluate(session: Warehouse, value: exp.Expr, cast: str | None = None) -> A
             pass
     text = value.sql(dialect="spark")
     expression = f"CAST({text} AS {cast})" if cast else text
-    return session.spark.sql(f"SELECT {expression} AS v").first()[0]
+    return warehouse.spark.sql(f"SELECT {expression} AS v").first()[0]
 
 
-def bounds_of(session: Warehouse, clause: exp.Changes, statement: str) -> Bounds:
+def bounds_of(warehouse: Warehouse, clause: exp.Changes, statement: str) -> Bounds:
     start = clause.args.get("at_before")
     end = clause.args.get("end")
     if start is None:
         raise SqlError(f"CHANGES needs AT(...) or BEFORE(...) to say where the interval starts in statement: "
                        f"{statement}", statement)
-    first = bound_of(session, start, statement)
-    last = bound_of(session, end, statement) if end is not None else None
+    first = bound_of(warehouse, start, statement)
+    last = bound_of(warehouse, end, statement) if end is not None else None
     if str(start.this).upper() == "BEFORE":
         return Bounds(before=first, end=last)
     return Bounds(at=first, end=last)
@@ -120,74 +120,74 @@ def information_of(clause: exp.Changes) -> str:
 # -- change sets ----------------------------------------------------------------------------------------------------
 
 
-def changes_of(session: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
+def changes_of(warehouse: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
     """The change set of a table or view over ``bounds`` as a DataFrame (columns, then ``METADATA$`` columns)."""
-    obj = session.catalog.lookup(name)
+    obj = warehouse.catalog.lookup(name)
     if obj is not None and obj["kind"] == "VIEW":
-        return view_changes(session, name, bounds, information)
-    session.catalog.ensure_registered([name])
-    interval = ch.resolve_interval(session.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
+        return view_changes(warehouse, name, bounds, information)
+    warehouse.catalog.ensure_registered([name])
+    interval = ch.resolve_interval(warehouse.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
                                    end=bounds.end)
-    return ch.read_changes(session.spark, interval, information).df
+    return ch.read_changes(warehouse.spark, interval, information).df
 
 
 def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
     return normalize(name) if obj is not None and obj["kind"] in TABLE_KINDS else name
 
 
-def table_schemas(session: Warehouse, tables: list[str]) -> dict[str, dict[str, str]]:
+def table_schemas(warehouse: Warehouse, tables: list[str]) -> dict[str, dict[str, str]]:
     """Each table's columns and their Spark types, as ``differentiation.build_plan`` takes them."""
     out: dict[str, dict[str, str]] = {}
     for table in tables:
-        session.catalog.ensure_registered([table])
-        fields = session.spark.table(table).schema.fields
+        warehouse.catalog.ensure_registered([table])
+        fields = warehouse.spark.table(table).schema.fields
         out[table] = {f.name: f.dataType.simpleString() for f in fields}
     return out
 
 
-def plan_view(session: Warehouse, name: str) -> Any:
+def plan_view(warehouse: Warehouse, name: str) -> Any:
     """The differentiation plan of a view's query (views inside expanded)."""
-    query = view_query(session, name)
+    query = view_query(warehouse, name)
     tables = sorted({t for t in table_names(query)})
     try:
-        return diff.build_plan(query, table_schemas(session, tables))
+        return diff.build_plan(query, table_schemas(warehouse, tables))
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute changes of view {name}: {e}") from e
 
 
-def view_changes(session: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
-    plan = plan_view(session, name)
-    intervals = _view_intervals(session, name, plan.base_tables(), bounds)
-    stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
+def view_changes(warehouse: Warehouse, name: str, bounds: Bounds, information: str = ChangeFormat.DEFAULT) -> Any:
+    plan = plan_view(warehouse, name)
+    intervals = _view_intervals(warehouse, name, plan.base_tables(), bounds)
+    stats = {t: differentiation_stats(warehouse.spark, i) for t, i in intervals.items()}
     try:
         derivative = diff.differentiate(plan, ChangeFormat(information), stats)
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
-    query = IntervalSources(session.spark, intervals).changes_query(derivative)
-    return session.spark.sql(query.sql(dialect="spark"))
+    query = IntervalSources(warehouse.spark, intervals).changes_query(derivative)
+    return warehouse.spark.sql(query.sql(dialect="spark"))
 
 
-def _view_intervals(session: Warehouse, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:
+def _view_intervals(warehouse: Warehouse, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:
     by_version = [b for b in (bounds.at, bounds.before, bounds.end) if b is not None and b.kind == "version"]
     if by_version and len(tables) != 1:
         raise ChangeTrackingError(
             f"CHANGES on view {view} reads {len(tables)} tables ({', '.join(tables)}), so a VERSION bound is "
             "ambiguous; use TIMESTAMP or OFFSET bounds")
     now = dt.datetime.now(dt.timezone.utc)
-    return {t: ch.resolve_interval(session.spark, t, at=bounds.at, before=bounds.before, end=bounds.end, now=now)
+    return {t: ch.resolve_interval(warehouse.spark, t, at=bounds.at, before=bounds.before, end=bounds.end, now=now)
             for t in tables}
 
 
-def explain_view_changes(session: Warehouse, name: str, information: str = ChangeFormat.DEFAULT) -> str:
+def explain_view_changes(warehouse: Warehouse, name: str, information: str = ChangeFormat.DEFAULT) -> str:
     """The view's plan and its derivative, as text."""
-    plan = plan_view(session, name)
+    plan = plan_view(warehouse, name)
     return diff.explain(plan, information=ChangeFormat(information))
 
 
 # -- statements ----------------------------------------------------------------------------------------------------
 
 
-def resolve_changes(session: Warehouse, tree: exp.Expr, statement: str) -> exp.Expr:
+def resolve_changes(warehouse: Warehouse, tree: exp.Expr, statement: str) -> exp.Expr:
     """Replace every ``t CHANGES(...)`` table reference by a temporary view of its change set."""
     tree = tree.copy()
     for table in list(tree.find_all(exp.Table)):
@@ -197,7 +197,7 @@ def resolve_changes(session: Warehouse, tree: exp.Expr, statement: str) -> exp.E
         name = qualified(table.db, table.name)
         if table.db.lower() == "delta" and "/" in table.name:
             name = f"delta.`{table.name}`"
-        df = changes_of(session, name, bounds_of(session, clause, statement), information_of(clause))
+        df = changes_of(warehouse, name, bounds_of(warehouse, clause, statement), information_of(clause))
         view = f"__dtables_changes_{next(_view_names)}"
         df.createOrReplaceTempView(view)
         alias = table.alias or table.name
@@ -205,7 +205,7 @@ def resolve_changes(session: Warehouse, tree: exp.Expr, statement: str) -> exp.E
     return tree
 
 
-def explain_changes_clause(session: Warehouse, tree: exp.Expr, statement: str) -> str:
+def explain_changes_clause(warehouse: Warehouse, tree: exp.Expr, statement: str) -> str:
     """EXPLAIN text for the CHANGES clauses of a statement: the shape and plan of each change read."""
     lines = []
     for table in tree.find_all(exp.Table):
@@ -213,15 +213,15 @@ def explain_changes_clause(session: Warehouse, tree: exp.Expr, statement: str) -
         if clause is None:
             continue
         name = qualified(table.db, table.name)
-        obj = session.catalog.lookup(name)
+        obj = warehouse.catalog.lookup(name)
         info = information_of(clause)
         if obj is not None and obj["kind"] == "VIEW":
-            lines.append(f"CHANGES of view {normalize(name)}:\n{explain_view_changes(session, name, info)}")
+            lines.append(f"CHANGES of view {normalize(name)}:\n{explain_view_changes(warehouse, name, info)}")
             continue
-        session.catalog.ensure_registered([name])
-        bounds = bounds_of(session, clause, statement)
-        interval = ch.resolve_interval(session.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
+        warehouse.catalog.ensure_registered([name])
+        bounds = bounds_of(warehouse, clause, statement)
+        interval = ch.resolve_interval(warehouse.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
                                        end=bounds.end)
-        plan = ch.explain_changes(session.spark, interval, info)
+        plan = ch.explain_changes(warehouse.spark, interval, info)
         lines.append(f"CHANGES of {interval} ({info}):\n{plan.to_text()}")
     return "\n".join(lines)

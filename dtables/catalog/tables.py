@@ -33,7 +33,7 @@ def kind_clash(name: str, kind: str, wanted: str, statement: str) -> SqlError:
                     f"{short_statement(statement)}", statement)
 
 
-def create_table(session: Warehouse, tree: exp.Create, statement: str) -> Any:
+def create_table(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
     """Run a CREATE TABLE (``tree``, parsed from ``statement``) as a Delta table with dtables' properties, recorded
     in the catalog; Spark's result."""
     table = target_table(tree)
@@ -44,18 +44,18 @@ def create_table(session: Warehouse, tree: exp.Create, statement: str) -> Any:
         raise SqlError(f"table {name}: dtables tables are Delta tables; remove USING {fmt.name} "
                        f"in statement: {short_statement(statement)}", statement)
     location_prop = props.find(exp.LocationProperty)
-    existing = session.catalog.lookup(name)
+    existing = warehouse.catalog.lookup(name)
     if existing is not None and existing["kind"] != "TABLE" and (tree.args.get("replace") or tree.args.get("exists")):
         raise kind_clash(name, existing["kind"], "table", statement)
     if existing is not None and tree.args.get("exists"):  # CREATE TABLE IF NOT EXISTS of a table: nothing changes
-        session.catalog.ensure_registered([name])
-        return session.spark.sql(statement)
+        warehouse.catalog.ensure_registered([name])
+        return warehouse.spark.sql(statement)
     managed = location_prop is None
     if existing is not None and tree.args.get("replace") and managed:
         # CREATE OR REPLACE keeps the table where it is (as Delta does), so a registered external table stays external
         location, managed = existing["location"], bool(existing["managed"])
     else:
-        location = session.catalog.managed_location(name) if location_prop is None else location_prop.name
+        location = warehouse.catalog.managed_location(name) if location_prop is None else location_prop.name
     has_schema = isinstance(tree.this, exp.Schema) or tree.expression is not None
     new = tree.copy()
     new_props = new.args.get("properties") or exp.Properties(expressions=[])
@@ -63,41 +63,41 @@ def create_table(session: Warehouse, tree: exp.Create, statement: str) -> Any:
         new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
     if location_prop is None:
         new_props.append("expressions", exp.LocationProperty(this=exp.Literal.string(location)))
-    session.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
+    warehouse.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])
     if has_schema:  # registering an existing Delta location keeps its properties; ALTER ... CHANGE_TRACKING turns it on
         given = {p.name for p in new_props.find_all(exp.Property) if isinstance(p.this, exp.Literal)}
-        mapping = _ctas_column_mapping(session, new)
-        for key, value in {**new_table_properties(session.spark), **mapping}.items():
+        mapping = _ctas_column_mapping(warehouse, new)
+        for key, value in {**new_table_properties(warehouse.spark), **mapping}.items():
             if key not in given:
                 new_props.append("expressions", exp.Property(this=exp.Literal.string(key),
                                                              value=exp.Literal.string(value)))
     new.set("properties", new_props)
-    existed = fs.exists(session.spark, location)
+    existed = fs.exists(warehouse.spark, location)
     try:
         if new.expression is not None and mapping:
             # Delta refuses CTAS into a table with change data feed and column mapping (DELTA_BLOCK_COLUMN_MAPPING_
             # AND_CDC_OPERATION): create the table from the query's schema, then insert its rows.
             query = new.expression
             new.set("expression", None)
-            session.spark.sql(to_spark(new))
-            result = session.spark.sql(to_spark(exp.insert(query, target_table(new).copy())))
+            warehouse.spark.sql(to_spark(new))
+            result = warehouse.spark.sql(to_spark(exp.insert(query, target_table(new).copy())))
         else:
-            result = session.spark.sql(to_spark(new))
+            result = warehouse.spark.sql(to_spark(new))
     except Exception:
         if managed and not existed:
-            fs.delete(session.spark, location)  # a failed CTAS may leave uncommitted files behind
+            fs.delete(warehouse.spark, location)  # a failed CTAS may leave uncommitted files behind
         raise
-    session.catalog.record_table(name, location, managed)
+    warehouse.catalog.record_table(name, location, managed)
     return result
 
 
-def _ctas_column_mapping(session: Warehouse, create: exp.Create) -> dict[str, str]:
+def _ctas_column_mapping(warehouse: Warehouse, create: exp.Create) -> dict[str, str]:
     """For CTAS of unnamed expressions (``sum(i)``): Delta's column mapping, which Spark's names need, with the
     query's columns written into ``create`` as its schema (empty when every name is plain)."""
     query = create.expression
     if query is None or not has_unnamed(query):
         return {}
-    schema = session.spark.sql(to_spark(query)).schema  # analysis only
+    schema = warehouse.spark.sql(to_spark(query)).schema  # analysis only
     mapping = column_mapping_properties([f.name for f in schema.fields])
     if mapping:
         create.set("this", exp.Schema(this=target_table(create).copy(), expressions=[

@@ -44,8 +44,8 @@ def is_transient(error: str | None) -> bool:
 class ScheduledRefresher:
     """Refreshes one table at a time for the tick runner (thread-safe: each call is one executor refresh)."""
 
-    def __init__(self, session: Warehouse, reasons: dict[tuple[str, dt.datetime], str] | None = None) -> None:
-        self.session = session
+    def __init__(self, warehouse: Warehouse, reasons: dict[tuple[str, dt.datetime], str] | None = None) -> None:
+        self.warehouse = warehouse
         self.reasons = reasons if reasons is not None else {}  # (table, data timestamp) -> why it is in the plan
         self.refresh_ids: dict[tuple[str, dt.datetime], str] = {}  # the record each refresh wrote
         self.cancelling = threading.Event()  # set at a shutdown past its timeout: failures become CANCELLED
@@ -54,7 +54,7 @@ class ScheduledRefresher:
         why = self.reasons.get((name, data_timestamp), "requested")
         started = time.monotonic()
         try:
-            [record] = refresh_tables(self.session, [name], trigger=trigger, data_timestamp=data_timestamp,
+            [record] = refresh_tables(self.warehouse, [name], trigger=trigger, data_timestamp=data_timestamp,
                                       with_upstreams=False)
         except DtablesError as e:  # the table was dropped since the tick was planned
             took = time.monotonic() - started
@@ -65,7 +65,7 @@ class ScheduledRefresher:
         state, error = record.state, record.error
         if state == RefreshState.FAILED and self.cancelling.is_set():
             state, error = RefreshState.CANCELLED, f"cancelled at daemon shutdown (timeout); {error}"
-            history.update(self.session.store, record.refresh_id, state=state, error=error)
+            history.update(self.warehouse.store, record.refresh_id, state=state, error=error)
         transient = state == RefreshState.FAILED and is_transient(error)
         _log(name, data_timestamp, why, record, state, error, took, transient)
         return RefreshOutcome(state, action=record.action or "", error=error, transient=transient, duration_s=took)

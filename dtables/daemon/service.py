@@ -41,9 +41,9 @@ class DaemonOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
-def warehouse_base_period_s(session: Warehouse) -> float:
+def warehouse_base_period_s(warehouse: Warehouse) -> float:
     """The base period the daemon uses for this warehouse's current definitions."""
-    return choose_base_period_s({d.name: parse_target_lag(d.target_lag) for d in defs.load_all(session.store)})
+    return choose_base_period_s({d.name: parse_target_lag(d.target_lag) for d in defs.load_all(warehouse.store)})
 
 
 class _PlannerRecordingReasons(TickPlanner):
@@ -67,29 +67,29 @@ class WarehouseDaemon(Daemon):
     """``scheduler.Daemon`` over a dtables session; ``run(once=True)`` is one tick (cron), ``run()`` ticks until
     SIGTERM / Ctrl-C / ``stop()``."""
 
-    def __init__(self, session: Warehouse, options: DaemonOptions = DaemonOptions(),
+    def __init__(self, warehouse: Warehouse, options: DaemonOptions = DaemonOptions(),
                  clock: Clock | None = None) -> None:
-        self.session = session
+        self.warehouse = warehouse
         self.options = options
-        self.failure_store = FailureStore(session.store)
-        self.base_period_s = options.base_period_s or warehouse_base_period_s(session)
+        self.failure_store = FailureStore(warehouse.store)
+        self.base_period_s = options.base_period_s or warehouse_base_period_s(warehouse)
         self.results: list[TickResult] = []  # every finished tick, oldest first
         reasons: dict[tuple[str, dt.datetime], str] = {}
-        self.refresher = ScheduledRefresher(session, reasons)
+        self.refresher = ScheduledRefresher(warehouse, reasons)
         failures = self.failure_store.load()
-        self.snapshot = load_snapshot(session.store, base_period_s=self.base_period_s, suspended=failures.suspended)
+        self.snapshot = load_snapshot(warehouse.store, base_period_s=self.base_period_s, suspended=failures.suspended)
         clock = clock or SystemClock()
         planner = _PlannerRecordingReasons(self.snapshot, self.base_period_s, clock, reasons)
         runner = TickRunner(self.snapshot.dag, self.refresher, max_parallel=options.max_parallel,
                             retry=options.retry, suspend_after=options.suspend_after)
-        super().__init__(planner, runner, lock_dir=session.store.path.parent, load_states=self._load_states,
+        super().__init__(planner, runner, lock_dir=warehouse.store.path.parent, load_states=self._load_states,
                          failures=failures, on_result=self._on_result, shutdown_timeout_s=options.shutdown_timeout_s)
         self._shutdown_timer: threading.Timer | None = None
         self._skipped_at: dict[str, dt.datetime] = {}  # the period grid point of each table's last SKIPPED record
 
     # -- the Daemon's hooks ----------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> None:
-        log.info("dtables daemon for %s: %d dynamic table(s), base period %g s%s", self.session.uri,
+        log.info("dtables daemon for %s: %d dynamic table(s), base period %g s%s", self.warehouse.uri,
                  len(self.snapshot.dag), self.base_period_s, " (one tick)" if once else "")
         for decision in self.snapshot.decisions.values():
             log.info("  %s", decision.explain())
@@ -124,7 +124,7 @@ class WarehouseDaemon(Daemon):
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _reload(self) -> None:
-        snapshot = load_snapshot(self.session.store, base_period_s=self.base_period_s,
+        snapshot = load_snapshot(self.warehouse.store, base_period_s=self.base_period_s,
                                  suspended=self.failures.suspended)
         if snapshot.shape != self.snapshot.shape:
             log.info("dynamic tables changed: %d table(s) now", len(snapshot.dag))
@@ -146,12 +146,12 @@ class WarehouseDaemon(Daemon):
         if resumed:
             log.info("resumed: %s", ", ".join(resumed))
             self._reload()  # resumed tables are scheduled (and pull their upstreams) again
-        return table_states(self.session.store, self.snapshot, self.failure_store)
+        return table_states(self.warehouse.store, self.snapshot, self.failure_store)
 
     def _on_result(self, result: TickResult, failures: FailureState) -> None:
         """Called by the daemon after each tick, under its lock: history records, failure state, suspensions."""
         try:
-            store = self.session.store
+            store = self.warehouse.store
             unrun = [r for r in result.results if r.attempts == 0 and self._worth_recording(r, result)]
             ids = record_not_refreshed(store, result, unrun)
             for r in unrun:
@@ -187,6 +187,6 @@ class WarehouseDaemon(Daemon):
         log.warning("shutdown timeout of %g s reached: cancelling running refreshes", self.shutdown_timeout_s)
         self.refresher.cancelling.set()
         try:
-            cancel_jobs(self.session.spark)
+            cancel_jobs(self.warehouse.spark)
         except Exception:  # noqa: BLE001 - cancelling is best effort: a job that runs on fails its refresh later
             log.debug("cannot cancel Spark jobs", exc_info=True)

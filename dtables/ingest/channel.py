@@ -76,13 +76,13 @@ def _first_line(e: BaseException) -> str:
 class Channel:
     """An open channel on one table. Get one from ``Client.open_channel``."""
 
-    def __init__(self, session: Warehouse, target: Target, state: ChannelState, policy: FlushPolicy,
+    def __init__(self, warehouse: Warehouse, target: Target, state: ChannelState, policy: FlushPolicy,
                  on_closed: Any = None, wake_flusher: Any = None):
         self.name = state.name
         self.table = target.name
         self.on_error = state.on_error
         self.policy = policy
-        self._session = session
+        self._warehouse = warehouse
         self._target = target
         self._app = state.app_id
         self._epoch = state.epoch
@@ -155,7 +155,7 @@ class Channel:
         """The offset token of the channel's latest commit (None if no token was committed yet)."""
         if self._invalid is not None:
             raise self._invalidated_error()
-        state = cs.get(self._session.store, self.table, self.name)
+        state = cs.get(self._warehouse.store, self.table, self.name)
         if state is None or state.epoch != self._epoch:
             self.invalidate("it was reopened or dropped after this handle opened it")
             raise self._invalidated_error()
@@ -331,7 +331,7 @@ class Channel:
 
     def _commit(self, attempt: _Attempt) -> None:
         """One Delta commit of the attempt's rows and token, exactly once; the store learns of it afterwards."""
-        store, spark, target = self._session.store, self._session.spark, self._target
+        store, spark, target = self._warehouse.store, self._warehouse.spark, self._target
         if cs.current_epoch(store, self.table, self.name) != self._epoch:
             self.invalidate("it was reopened or dropped after this handle opened it")
             raise self._invalidated_error()

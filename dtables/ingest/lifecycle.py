@@ -49,13 +49,13 @@ def reconcile(spark: Any, target: Target, state: ChannelState) -> ChannelState:
     return _adopt(state, found.newest, found.newest_rows)
 
 
-def _from_log(session: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
+def _from_log(warehouse: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
     """The channel as the log knows it, for a channel without a store row (a fresh incarnation if none)."""
     now = utc_now()
-    found = commits.find_channel(session.spark, target.location, target.name, name)
+    found = commits.find_channel(warehouse.spark, target.location, target.name, name)
     newest = found.newest
     if newest is None or newest.meta.kind == "DROP":
-        latest = DeltaLog(session.spark, target.location).latest_version
+        latest = DeltaLog(warehouse.spark, target.location).latest_version
         app = f"dtables-ingest:{name}:{uuid.uuid4().hex[:16]}"
         return ChannelState(target.name, name, app, 0, 0, latest, None, None, 0, on_error, now, now)
     base = ChannelState(target.name, name, newest.meta.app, newest.meta.epoch, 0, newest.version, None, None, 0,
@@ -63,16 +63,16 @@ def _from_log(session: Warehouse, target: Target, name: str, on_error: str) -> C
     return _adopt(base, newest, found.newest_rows)
 
 
-def _fence(session: Warehouse, target: Target, state: ChannelState, kind: str) -> None:
+def _fence(warehouse: Warehouse, target: Target, state: ChannelState, kind: str) -> None:
     """Write a fence commit at ``state.epoch``; a conflicting commit of an older handle makes us try again."""
     meta = ChannelCommit(target.name, state.name, state.app_id, commits.txn_version(state.epoch, 0), kind,
                          state.offset_token, 0, state.rows_committed)
     for attempt in range(_ATTEMPTS):
         try:
-            commits.write(session.spark, target.location, target.schema, [], meta)
+            commits.write(warehouse.spark, target.location, target.schema, [], meta)
             return
         except Exception as e:  # noqa: BLE001 - a concurrent commit of the app (ConcurrentTransactionException)
-            if commits.read_app(session.spark, target.location, state.app_id, state.log_version).at(meta.seq):
+            if commits.read_app(warehouse.spark, target.location, state.app_id, state.log_version).at(meta.seq):
                 return  # it did land
             if attempt + 1 == _ATTEMPTS:
                 raise IngestError(f"channel {state.name} on {target.name}: cannot write its fence commit: "
@@ -81,38 +81,38 @@ def _fence(session: Warehouse, target: Target, state: ChannelState, kind: str) -
             time.sleep(0.05 * (attempt + 1))
 
 
-def open_state(session: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
+def open_state(warehouse: Warehouse, target: Target, name: str, on_error: str) -> ChannelState:
     """Open channel ``name`` on ``target`` at a new epoch; the returned state holds the last committed token."""
     for _ in range(_ATTEMPTS):
-        old = cs.get(session.store, target.name, name)
+        old = cs.get(warehouse.store, target.name, name)
         if old is None:
-            base = _from_log(session, target, name, on_error)
+            base = _from_log(warehouse, target, name, on_error)
         else:
-            base = reconcile(session.spark, target, old)
+            base = reconcile(warehouse.spark, target, old)
         epoch = max(base.epoch, commits.epoch_of(base.seq)) + 1
         claimed = base.with_(epoch=epoch, on_error=on_error, opened_at=utc_now())
-        if not cs.claim(session.store, claimed, old.epoch if old is not None else None):
+        if not cs.claim(warehouse.store, claimed, old.epoch if old is not None else None):
             continue  # another open won the race: start over from its row
         if epoch == 1:
             return claimed  # a new channel: no older handle to fence
-        _fence(session, target, claimed, "FENCE")
-        final = reconcile(session.spark, target, claimed)
-        cs.record_commit(session.store, final)  # fails only if yet another open came after us: it reconciles too
+        _fence(warehouse, target, claimed, "FENCE")
+        final = reconcile(warehouse.spark, target, claimed)
+        cs.record_commit(warehouse.store, final)  # fails only if yet another open came after us: it reconciles too
         return final
     raise IngestError(f"channel {name} on {target.name}: could not open it, other processes kept reopening it")
 
 
-def drop_state(session: Warehouse, target: Target, name: str) -> None:
+def drop_state(warehouse: Warehouse, target: Target, name: str) -> None:
     """Drop channel ``name``: older handles everywhere are fenced and its offset token is forgotten."""
     for _ in range(_ATTEMPTS):
-        old = cs.get(session.store, target.name, name)
+        old = cs.get(warehouse.store, target.name, name)
         if old is None:
             raise IngestError(f"channel {name} on {target.name} does not exist")
-        base = reconcile(session.spark, target, old)
+        base = reconcile(warehouse.spark, target, old)
         claimed = base.with_(epoch=max(base.epoch, commits.epoch_of(base.seq)) + 1)
-        if not cs.claim(session.store, claimed, old.epoch):
+        if not cs.claim(warehouse.store, claimed, old.epoch):
             continue
-        _fence(session, target, claimed, "DROP")
-        cs.delete(session.store, target.name, name)
+        _fence(warehouse, target, claimed, "DROP")
+        cs.delete(warehouse.store, target.name, name)
         return
     raise IngestError(f"channel {name} on {target.name}: could not drop it, other processes kept reopening it")

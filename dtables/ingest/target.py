@@ -29,8 +29,8 @@ class Target:
     converter: RowConverter
 
 
-def _location(session: Warehouse, name: str) -> str:
-    obj = session.catalog.lookup(name)
+def _location(warehouse: Warehouse, name: str) -> str:
+    obj = warehouse.catalog.lookup(name)
     if obj is not None:
         if obj["kind"] == "DYNAMIC_TABLE":
             raise IngestError(f"cannot open a channel on {name}: it is a dynamic table, which only its refreshes "
@@ -39,24 +39,24 @@ def _location(session: Warehouse, name: str) -> str:
             raise IngestError(f"cannot open a channel on {name}: it is a {obj['kind'].lower()}, not a table")
         return str(obj["location"]).rstrip("/")
     try:
-        return resolve_location(session.spark, name)
+        return resolve_location(warehouse.spark, name)
     except NotADeltaTable as e:
         raise IngestError(f"cannot open a channel on {name}: {e}") from e
 
 
-def _time_zone(session: Warehouse) -> dt.tzinfo:
-    name = session.spark.conf.get("spark.sql.session.timeZone")
+def _time_zone(warehouse: Warehouse) -> dt.tzinfo:
+    name = warehouse.spark.conf.get("spark.sql.session.timeZone")
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         return dt.timezone.utc
 
 
-def resolve(session: Warehouse, table: str) -> Target:
+def resolve(warehouse: Warehouse, table: str) -> Target:
     """The target of a channel on ``table``; IngestError when it is not a Delta table rows can be inserted into."""
     name = normalize(table)
-    location = _location(session, name)
-    log = DeltaLog(session.spark, location)
+    location = _location(warehouse, name)
+    log = DeltaLog(warehouse.spark, location)
     if not log.exists:
         raise IngestError(f"cannot open a channel on {name}: no Delta table at {location}")
     schema = T.StructType.fromJson(json.loads(log.metadata_at(log.latest_version).schema_json))
@@ -66,7 +66,7 @@ def resolve(session: Warehouse, table: str) -> Target:
             raise IngestError(f"cannot open a channel on {name}: column {f.name} is computed by Delta "
                               f"({computed[0]}); streaming ingestion fills every column itself")
     try:
-        converter = RowConverter(schema, ConvertOptions(_time_zone(session)))
+        converter = RowConverter(schema, ConvertOptions(_time_zone(warehouse)))
     except UnsupportedType as e:
         raise IngestError(f"cannot open a channel on {name}: {e}") from e
     return Target(name, location, schema, converter)

@@ -122,53 +122,53 @@ def _alter_action(rest: list[str]) -> str:
 # -- execution ------------------------------------------------------------------------------------------------------
 
 
-def execute(session: Warehouse, st: CatalogStatement, statement: str) -> Any:
+def execute(warehouse: Warehouse, st: CatalogStatement, statement: str) -> Any:
     if st.target == "DATABASE":
-        return _database(session, st, statement)
-    obj = session.catalog.lookup(st.name)
+        return _database(warehouse, st, statement)
+    obj = warehouse.catalog.lookup(st.name)
     if st.action == REPLACE_TABLE:
         raise AssertionError("REPLACE TABLE runs as the CREATE OR REPLACE TABLE of replace_as_create")
     if obj is None:
-        if _is_stream(session, st.name):
+        if _is_stream(warehouse, st.name):
             raise SqlError(f"{normalize(st.name)} is a stream: ALTER TABLE and COMMENT do not apply to streams, and "
                            "streams cannot be renamed (CREATE STREAM a new one and DROP STREAM this one) in "
                            f"statement: {short_statement(statement)}", statement)
         if st.new_name is not None:
-            _check_free(session, st.name, _new_name(st.name, st.new_name), statement)
+            _check_free(warehouse, st.name, _new_name(st.name, st.new_name), statement)
         # Not a dtables object (a temporary view, a path-based table, or missing): Spark decides.
-        session.catalog.ensure_registered([st.name, *([st.new_name] if st.new_name else [])])
-        return session.spark.sql(statement)
+        warehouse.catalog.ensure_registered([st.name, *([st.new_name] if st.new_name else [])])
+        return warehouse.spark.sql(statement)
     if obj["kind"] == "DYNAMIC_TABLE":
-        return _dynamic_table(session, obj, st, statement)
+        return _dynamic_table(warehouse, obj, st, statement)
     if obj["kind"] == "VIEW":
-        return _view(session, obj, st, statement)
-    return _table(session, obj, st, statement)
+        return _view(warehouse, obj, st, statement)
+    return _table(warehouse, obj, st, statement)
 
 
 def _refuse(statement: str, message: str) -> SqlError:
     return SqlError(f"{message} in statement: {short_statement(statement)}", statement)
 
 
-def _table(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _table(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     if st.action == RENAME:
-        return _rename(session, obj, st, statement)
+        return _rename(warehouse, obj, st, statement)
     if st.action == LOCATION:
-        return _set_location(session, obj, statement)
+        return _set_location(warehouse, obj, statement)
     # Properties, columns, comments, constraints, clustering: Delta writes them to the table's log, which every
     # session reads; partition and SERDE forms are refused by Spark for Delta tables before anything changes.
-    session.catalog.ensure_registered([obj["name"]])
-    return session.spark.sql(statement)
+    warehouse.catalog.ensure_registered([obj["name"]])
+    return warehouse.spark.sql(statement)
 
 
-def _dynamic_table(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _dynamic_table(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     name = obj["name"]
     if st.action in (PROPERTIES, CLUSTER):
-        session.catalog.ensure_registered([name])
-        return session.spark.sql(statement)
+        warehouse.catalog.ensure_registered([name])
+        return warehouse.spark.sql(statement)
     if st.action == COMMENT:
-        session.catalog.ensure_registered([name])
-        result = session.spark.sql(statement)
-        defs.set_fields(session.store, name, comment=st.comment)  # what SHOW / DESCRIBE DYNAMIC TABLE show
+        warehouse.catalog.ensure_registered([name])
+        result = warehouse.spark.sql(statement)
+        defs.set_fields(warehouse.store, name, comment=st.comment)  # what SHOW / DESCRIBE DYNAMIC TABLE show
         return result
     if st.action == RENAME:
         raise _refuse(statement, (
@@ -184,30 +184,30 @@ def _dynamic_table(session: Warehouse, obj: dict[str, Any], st: CatalogStatement
         "and CREATE OR REPLACE DYNAMIC TABLE change it)"))
 
 
-def _view(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _view(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     name = obj["name"]
     if st.action == RENAME:
-        return _rename(session, obj, st, statement)
+        return _rename(warehouse, obj, st, statement)
     if st.action == VIEW_QUERY:
-        readers = [s.name for s in _streams(session) if s.source == name]
+        readers = [s.name for s in _streams(warehouse) if s.source == name]
         if readers:
             raise _refuse(statement, (
                 f"cannot change the query of view {name}: streams {', '.join(readers)} hold frontiers on the tables "
                 "it reads now; drop them first (and create them again after)"))
-    session.catalog.ensure_registered([name])
-    result = session.spark.sql(statement)  # Spark refuses what does not apply to a view (e.g. COMMENT ON TABLE)
+    warehouse.catalog.ensure_registered([name])
+    result = warehouse.spark.sql(statement)  # Spark refuses what does not apply to a view (e.g. COMMENT ON TABLE)
     try:
-        session.catalog.record_view(name, _view_definition(session, name))
+        warehouse.catalog.record_view(name, _view_definition(warehouse, name))
     except Exception:
-        session.spark.sql(obj["definition"])  # put Spark's view back as the catalog has it
+        warehouse.spark.sql(obj["definition"])  # put Spark's view back as the catalog has it
         raise
     return result
 
 
-def _view_definition(session: Warehouse, name: str) -> str:
+def _view_definition(warehouse: Warehouse, name: str) -> str:
     """The view's current definition as Spark holds it (columns, comment, properties, schema binding, query), as a
     ``CREATE OR REPLACE VIEW`` the next session runs."""
-    text = session.spark.sql(f"SHOW CREATE TABLE {quote(name)}").first()[0]
+    text = warehouse.spark.sql(f"SHOW CREATE TABLE {quote(name)}").first()[0]
     tree = parse_one(text)
     tree.set("replace", True)
     return to_spark(tree)
@@ -221,24 +221,24 @@ def _new_name(old: str, new: str) -> str:
     return normalize(new) if "." in new else f"{normalize(old).split('.')[0]}.{normalize(new).split('.')[1]}"
 
 
-def _is_stream(session: Warehouse, name: str) -> bool:
-    return normalize(name) in stream_store.names(session.store)
+def _is_stream(warehouse: Warehouse, name: str) -> bool:
+    return normalize(name) in stream_store.names(warehouse.store)
 
 
-def _streams(session: Warehouse) -> list[Any]:
-    return stream_store.all_streams(session.store)
+def _streams(warehouse: Warehouse) -> list[Any]:
+    return stream_store.all_streams(warehouse.store)
 
 
-def _check_free(session: Warehouse, old: str, new: str, statement: str) -> None:
-    taken = session.catalog.lookup(new)
+def _check_free(warehouse: Warehouse, old: str, new: str, statement: str) -> None:
+    taken = warehouse.catalog.lookup(new)
     if taken is not None:
         kind = taken["kind"].lower().replace("_", " ")
         raise _refuse(statement, f"cannot rename {normalize(old)} to {new}: a {kind} named {new} exists")
-    if _is_stream(session, new):
+    if _is_stream(warehouse, new):
         raise _refuse(statement, f"cannot rename {normalize(old)} to {new}: a stream named {new} exists")
 
 
-def _rename(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
+def _rename(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
     """RENAME TO: Spark renames its registration, the catalog record follows, and so do the streams on the object
     (their frontiers are positions in its Delta log, which keeps its location): as in Snowflake, renaming a source
     neither breaks a stream nor makes it stale. Dynamic tables and views read their sources by name, as in
@@ -247,27 +247,27 @@ def _rename(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, state
     new = _new_name(old, st.new_name or "")
     if new == old:
         raise _refuse(statement, f"cannot rename {old} to itself")
-    _check_free(session, old, new, statement)
-    busy = [s.name for s in _streams(session) if s.pending and json.dumps(old) in json.dumps(s.pending)]
+    _check_free(warehouse, old, new, statement)
+    busy = [s.name for s in _streams(warehouse) if s.pending and json.dumps(old) in json.dumps(s.pending)]
     if busy:
         raise _refuse(statement, (
             f"cannot rename {old}: a consumption of stream(s) {', '.join(busy)} that reads or writes it is still "
             "being finished; query the stream once (that completes it) and rename again"))
-    channels = [r["name"] for r in session.store.query("SELECT name FROM channels WHERE table_name = ?", (old,))]
+    channels = [r["name"] for r in warehouse.store.query("SELECT name FROM channels WHERE table_name = ?", (old,))]
     if channels:
         raise _refuse(statement, (
             f"cannot rename {old}: ingestion channels {', '.join(channels)} write it and keep their offset tokens "
             "under its name; drop them first (Client.drop_channel) and open them again on the new name"))
-    session.catalog.ensure_registered([old])
-    result = session.spark.sql(statement)  # Spark refuses (e.g. another database) before anything changed
+    warehouse.catalog.ensure_registered([old])
+    result = warehouse.spark.sql(statement)  # Spark refuses (e.g. another database) before anything changed
     try:
-        definition = _view_definition(session, new) if obj["kind"] == "VIEW" else None
-        with session.store.connect() as conn:
-            session.catalog.rename(conn, old, new, definition)
+        definition = _view_definition(warehouse, new) if obj["kind"] == "VIEW" else None
+        with warehouse.store.connect() as conn:
+            warehouse.catalog.rename(conn, old, new, definition)
             stream_store.follow_rename(conn, old, new)
     except Exception:
         kind = "VIEW" if obj["kind"] == "VIEW" else "TABLE"
-        session.spark.sql(f"ALTER {kind} {quote(new)} RENAME TO {quote(old)}")  # undo Spark's side
+        warehouse.spark.sql(f"ALTER {kind} {quote(new)} RENAME TO {quote(old)}")  # undo Spark's side
         raise
     return result
 
@@ -275,49 +275,49 @@ def _rename(session: Warehouse, obj: dict[str, Any], st: CatalogStatement, state
 # -- location, REPLACE TABLE, databases -----------------------------------------------------------------------------
 
 
-def _set_location(session: Warehouse, obj: dict[str, Any], statement: str) -> Any:
+def _set_location(warehouse: Warehouse, obj: dict[str, Any], statement: str) -> Any:
     name = obj["name"]
     if obj["managed"]:
         raise _refuse(statement, (
             f"cannot move table {name}: dtables created it and keeps its files in the warehouse ({obj['location']}); "
             "SET LOCATION applies to tables registered with CREATE TABLE ... LOCATION"))
-    readers = [s.name for s in _streams(session) if name in s.frontier or s.source == name]
+    readers = [s.name for s in _streams(warehouse) if name in s.frontier or s.source == name]
     if readers:
         raise _refuse(statement, (
             f"cannot move table {name}: streams {', '.join(readers)} hold frontiers that are versions of the table "
             "at its current location; drop them first"))
-    session.catalog.ensure_registered([name])
-    result = session.spark.sql(statement)
-    location = session.spark.sql(f"DESCRIBE DETAIL {quote(name)}").first()["location"]
-    session.catalog.record_table(name, location, managed=False)
+    warehouse.catalog.ensure_registered([name])
+    result = warehouse.spark.sql(statement)
+    location = warehouse.spark.sql(f"DESCRIBE DETAIL {quote(name)}").first()["location"]
+    warehouse.catalog.record_table(name, location, managed=False)
     return result
 
 
-def replace_as_create(session: Warehouse, st: CatalogStatement, statement: str) -> str:
+def replace_as_create(warehouse: Warehouse, st: CatalogStatement, statement: str) -> str:
     """``REPLACE TABLE`` is ``CREATE OR REPLACE TABLE`` of a table that must exist (same checks, same catalog): the
     statement to run instead (the executor runs it)."""
-    if session.catalog.lookup(st.name) is None:
+    if warehouse.catalog.lookup(st.name) is None:
         raise ObjectNotFound(f"table {normalize(st.name)} does not exist (REPLACE TABLE replaces an existing table; "
                              f"use CREATE OR REPLACE TABLE) in statement: {short_statement(statement)}", statement)
     return "CREATE OR " + statement.lstrip()
 
 
-def _database(session: Warehouse, st: CatalogStatement, statement: str) -> Any:
+def _database(warehouse: Warehouse, st: CatalogStatement, statement: str) -> Any:
     db = normalize(f"{st.name}.x").split(".")[0]
     if st.action == ALTER_DATABASE:
         raise _refuse(statement, (
             f"cannot alter database {db}: dtables keeps no database properties or locations (its catalog records "
             "tables and views, and each session creates their databases by name)"))
-    held = [o["name"] for o in session.catalog.objects() if o["name"].split(".")[0] == db]
-    held += sorted(n for n in _stream_names(session) if n.split(".")[0] == db)
+    held = [o["name"] for o in warehouse.catalog.objects() if o["name"].split(".")[0] == db]
+    held += sorted(n for n in _stream_names(warehouse) if n.split(".")[0] == db)
     if held:
         raise _refuse(statement, (
             f"cannot drop database {db}: it holds {', '.join(held)}; drop them first (DROP TABLE, DROP VIEW, "
             "DROP DYNAMIC TABLE, DROP STREAM)"))
     if db == DEFAULT_DB:
         raise _refuse(statement, f"cannot drop database {DEFAULT_DB}")
-    return session.spark.sql(statement)
+    return warehouse.spark.sql(statement)
 
 
-def _stream_names(session: Warehouse) -> set[str]:
-    return stream_store.names(session.store)
+def _stream_names(warehouse: Warehouse) -> set[str]:
+    return stream_store.names(warehouse.store)

@@ -88,7 +88,7 @@ def _parse_message(message: str) -> str:
     return first_sentences(message)
 
 
-def execute_script(session: Warehouse, text: str) -> Any:
+def execute_script(warehouse: Warehouse, text: str) -> Any:
     """Run every statement of ``text``; return the DataFrame of the last one.
 
     All statements are parsed before any runs, so a syntax error anywhere leaves the warehouse unchanged.
@@ -101,16 +101,16 @@ def execute_script(session: Warehouse, text: str) -> Any:
         tree = parse(statement)
         explained = _explain_target(statement)
         if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])) \
-                or streams.claims(session, tree):
+                or streams.claims(warehouse, tree):
             pass  # sqlglot parsed it; Spark's parser would not know it
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
         else:
-            check_spark_syntax(session.spark, statement, in_script=len(statements) > 1)
+            check_spark_syntax(warehouse.spark, statement, in_script=len(statements) > 1)
         parsed.append((statement, tree))
     result = None
     for statement, tree in parsed:
-        result = execute_statement(session, statement, tree)
+        result = execute_statement(warehouse, statement, tree)
     return result
 
 
@@ -131,42 +131,42 @@ def _dtables_parse_error(statement: str) -> SqlError | None:
     return None
 
 
-def execute_statement(session: Warehouse, statement: str, tree: exp.Expr | None) -> Any:
+def execute_statement(warehouse: Warehouse, statement: str, tree: exp.Expr | None) -> Any:
     try:
         explained = _explain_target(statement)
         if explained is not None and explained[1] is not None and explained[1].find(exp.Changes) is not None:
-            text = explain_changes_clause(session, explained[1], explained[0])
-            return session.spark.createDataFrame([(text,)], "plan STRING")
+            text = explain_changes_clause(warehouse, explained[1], explained[0])
+            return warehouse.spark.createDataFrame([(text,)], "plan STRING")
         if explained is not None and isinstance(explained[1], CreateDynamicTable):
-            text = explain_create(session, explained[1], explained[0])
-            return session.spark.createDataFrame([(text,)], "plan STRING")
+            text = explain_create(warehouse, explained[1], explained[0])
+            return warehouse.spark.createDataFrame([(text,)], "plan STRING")
         if tree is not None and tree.find(exp.Changes) is not None:
-            tree = resolve_changes(session, tree, statement)
-            session.catalog.ensure_registered(table_names(tree))
-            return session.spark.sql(to_spark(tree))
+            tree = resolve_changes(warehouse, tree, statement)
+            warehouse.catalog.ensure_registered(table_names(tree))
+            return warehouse.spark.sql(to_spark(tree))
         ddl = None if is_dtables_syntax(tree) else catalog_ddl.classify(statement)
         if ddl is not None and ddl.action == catalog_ddl.REPLACE_TABLE:
-            create = catalog_ddl.replace_as_create(session, ddl, statement)
-            return execute_statement(session, create, parse_one(create))
+            create = catalog_ddl.replace_as_create(warehouse, ddl, statement)
+            return execute_statement(warehouse, create, parse_one(create))
         if ddl is not None:  # ALTER TABLE|VIEW, COMMENT ON, DROP|ALTER DATABASE: kept or refused
-            return catalog_ddl.execute(session, ddl, statement)
+            return catalog_ddl.execute(warehouse, ddl, statement)
         if tree is None:
-            session.catalog.ensure_all_registered()
-            return session.spark.sql(statement)
-        if streams.claims(session, tree):  # reads or consumes a stream, or DML inside BEGIN ... COMMIT
-            return streams.execute(session, statement, tree)
+            warehouse.catalog.ensure_all_registered()
+            return warehouse.spark.sql(statement)
+        if streams.claims(warehouse, tree):  # reads or consumes a stream, or DML inside BEGIN ... COMMIT
+            return streams.execute(warehouse, statement, tree)
         handler = _handler_for(tree)
         if handler is not None:
-            return handler(session, tree, statement)
-        tree, statement = point_at_virtual_tables(session, tree, statement)
-        described = describe_visible(session, tree, statement)
+            return handler(warehouse, tree, statement)
+        tree, statement = point_at_virtual_tables(warehouse, tree, statement)
+        described = describe_visible(warehouse, tree, statement)
         if described is not None:
             return described
-        visible = hide_state_columns(session, tree)
+        visible = hide_state_columns(warehouse, tree)
         if visible is not None:
             tree, statement = visible, to_spark(visible)
-        session.catalog.ensure_registered(table_names(tree))
-        return session.spark.sql(statement)
+        warehouse.catalog.ensure_registered(table_names(tree))
+        return warehouse.spark.sql(statement)
     except DtablesError:
         raise
     except Exception as e:  # noqa: BLE001 - every Spark/Delta failure becomes a readable SqlError
@@ -196,59 +196,59 @@ def _handler_for(tree: exp.Expr) -> Handler | None:
 # -- handlers -------------------------------------------------------------------------------------------------------
 
 
-def _create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+def _create(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Create)
     kind = (tree.args.get("kind") or "").upper()
     if kind == "TABLE":
-        return create_table(session, tree, statement)
+        return create_table(warehouse, tree, statement)
     if kind == "VIEW":
-        return _create_view(session, tree, statement)
-    session.catalog.ensure_registered(table_names(tree))
-    return session.spark.sql(statement)
+        return _create_view(warehouse, tree, statement)
+    warehouse.catalog.ensure_registered(table_names(tree))
+    return warehouse.spark.sql(statement)
 
 
-def _create_view(session: Warehouse, tree: exp.Create, statement: str) -> Any:
+def _create_view(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
     props = tree.args.get("properties")
     temporary = props is not None and props.find(exp.TemporaryProperty) is not None
     view = target_table(tree)
     name = normalize(qualified(view.db, view.name))
-    existing = None if temporary else session.catalog.lookup(name)
+    existing = None if temporary else warehouse.catalog.lookup(name)
     if existing is not None and existing["kind"] != "VIEW":
         raise kind_clash(name, existing["kind"], "view", statement)
     if existing is not None and tree.args.get("exists"):  # CREATE VIEW IF NOT EXISTS of a view: nothing changes
-        session.catalog.ensure_registered([name])
-        return session.spark.sql(statement)
-    session.catalog.ensure_registered(table_names(tree.expression))
+        warehouse.catalog.ensure_registered([name])
+        return warehouse.spark.sql(statement)
+    warehouse.catalog.ensure_registered(table_names(tree.expression))
     if has_unnamed(tree.expression):  # Spark refuses a view of sum(i) without an alias: name it as Spark shows it
         tree = tree.copy()
-        spark_names = session.spark.sql(to_spark(tree.expression)).columns  # analysis only
+        spark_names = warehouse.spark.sql(to_spark(tree.expression)).columns  # analysis only
         tree.set("expression", name_outputs(tree.expression, spark_names, spark_names, "view"))
         statement = to_spark(tree)
-    result = session.spark.sql(statement)
+    result = warehouse.spark.sql(statement)
     if not temporary:
         definition = tree.copy()
         definition.set("replace", True)
         definition.set("exists", False)
-        session.catalog.record_view(name, to_spark(definition))
+        warehouse.catalog.record_view(name, to_spark(definition))
     return result
 
 
-def _drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+def _drop(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, exp.Drop)
     kind = (tree.args.get("kind") or "").upper()
     if kind not in ("TABLE", "VIEW"):
-        session.catalog.ensure_registered(table_names(tree))
-        return session.spark.sql(statement)
+        warehouse.catalog.ensure_registered(table_names(tree))
+        return warehouse.spark.sql(statement)
     names = [normalize(qualified(t.db, t.name)) for t in tree.find_all(exp.Table)]
-    dropped = [obj for obj in map(session.catalog.lookup, names) if obj is not None]
+    dropped = [obj for obj in map(warehouse.catalog.lookup, names) if obj is not None]
     try:
-        session.catalog.ensure_registered(names)
+        warehouse.catalog.ensure_registered(names)
     except SqlError:
         if not (kind == "VIEW" and dropped and all(o["kind"] == "VIEW" for o in dropped)):
             raise
         for obj in dropped:  # a view whose query fails now (a table it reads was renamed or dropped): Spark never
-            session.catalog.forget(obj["name"])  # registered it, so forgetting it is the whole drop
-        return session.spark.createDataFrame([], "status STRING")
+            warehouse.catalog.forget(obj["name"])  # registered it, so forgetting it is the whole drop
+        return warehouse.spark.createDataFrame([], "status STRING")
     for obj in dropped:
         if obj["kind"] == "DYNAMIC_TABLE":
             raise SqlError(f"{obj['name']} is a dynamic table; use DROP DYNAMIC TABLE {obj['name']}", statement)
@@ -256,33 +256,33 @@ def _drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
             raise SqlError(f"cannot DROP ... PURGE table {obj['name']}: dtables does not delete data at a location it "
                            f"did not create ({obj['location']}); DROP TABLE without PURGE unregisters it in statement: "
                            f"{short_statement(statement)}", statement)
-    result = session.spark.sql(statement)
+    result = warehouse.spark.sql(statement)
     for obj in dropped:
         if obj["kind"] == "TABLE" and obj["managed"]:
-            fs.delete(session.spark, obj["location"])
-        session.catalog.forget(obj["name"])
+            fs.delete(warehouse.spark, obj["location"])
+        warehouse.catalog.forget(obj["name"])
     return result
 
 
-def _set_change_tracking(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+def _set_change_tracking(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
     table = tree.this
     name = qualified(table.db, table.name)
     path_based = table.db.lower() == "delta" and "/" in table.name
     if not path_based:
-        session.catalog.ensure_registered([name])
+        warehouse.catalog.ensure_registered([name])
     target = f"delta.`{table.name}`" if path_based else quote(name)
     enabled = tree.args["enabled"].this
     props = CHANGE_TRACKING_PROPERTIES if enabled else {"delta.enableChangeDataFeed": "false"}
     rendered = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-    return session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+    return warehouse.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
 
 
-def _commit(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+def _commit(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
     """COMMIT: the buffered statements that read streams run as one consumption; the rest (none read a stream) run
     here, in order, as any statement does."""
-    for buffered, buffered_tree in transactions.commit(session):
-        execute_statement(session, buffered, buffered_tree)
-    return session.spark.createDataFrame([("transaction committed",)], "status STRING")
+    for buffered, buffered_tree in transactions.commit(warehouse):
+        execute_statement(warehouse, buffered, buffered_tree)
+    return warehouse.spark.createDataFrame([("transaction committed",)], "status STRING")
 
 
 HANDLERS: dict[type[exp.Expr], Handler] = {

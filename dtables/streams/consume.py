@@ -176,10 +176,10 @@ def _complete_merge_inserts(scope: Warehouse, tree: exp.Expr) -> None:
 
 
 @contextmanager
-def stream_locks(session: Warehouse, names: Sequence[str]) -> Iterator[None]:
+def stream_locks(warehouse: Warehouse, names: Sequence[str]) -> Iterator[None]:
     """Exclusive locks on the named streams, taken in name order, held until the block ends (or the process
     dies: the kernel drops ``flock`` locks of a dead process)."""
-    with locks.streams(session.store, names):
+    with locks.streams(warehouse.store, names):
         yield
 
 
@@ -194,30 +194,31 @@ def app_id(streams: Mapping[str, st.Stream], index: int) -> str:
     return f"dtables-stream:{'+'.join(sorted(streams))}#{index}@{incarnation.hexdigest()[:12]}"
 
 
-def _location(session: Warehouse, name: str) -> str | None:
-    obj = session.catalog.lookup(name)
+def _location(warehouse: Warehouse, name: str) -> str | None:
+    obj = warehouse.catalog.lookup(name)
     if obj is not None and obj.get("location"):
         return str(obj["location"])
     try:
-        session.catalog.ensure_registered([name])
-        return resolve_location(session.spark, name)
+        warehouse.catalog.ensure_registered([name])
+        return resolve_location(warehouse.spark, name)
     except Exception:  # noqa: BLE001 - not a Delta table (yet): CREATE TABLE AS makes it
         return None
 
 
-def _latest(session: Warehouse, location: str | None) -> int:
+def _latest(warehouse: Warehouse, location: str | None) -> int:
     if location is None:
         return -1
-    log = DeltaLog(session.spark, location)
+    log = DeltaLog(warehouse.spark, location)
     return log.latest_version if log.exists else -1
 
 
-def _run_on_clone(session: Warehouse, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
+def _run_on_clone(warehouse: Warehouse, reads: Mapping[str, StreamRead], statement: str, tree: exp.Expr,
                   app: str | None, seq: int, metadata: str) -> None:
-    writer = idempotent_session(session.spark, app, seq, metadata) if app is not None else own_session(session.spark)
+    spark = warehouse.spark
+    writer = idempotent_session(spark, app, seq, metadata) if app is not None else own_session(spark)
     with writer as clone:
-        scope = session.with_spark(clone)
-        session.catalog.ensure_registered(table_names(tree))
+        scope = warehouse.with_spark(clone)
+        warehouse.catalog.ensure_registered(table_names(tree))
         rewritten = in_subquery_as_merge(substitute(scope, tree, reads), statement)
         if isinstance(rewritten, exp.Create):
             create_table(scope, rewritten, statement)
@@ -225,7 +226,7 @@ def _run_on_clone(session: Warehouse, reads: Mapping[str, StreamRead], statement
             clone.sql(to_spark(rewritten))
 
 
-def consume(session: Warehouse, statements: Sequence[tuple[str, exp.Expr]],
+def consume(warehouse: Warehouse, statements: Sequence[tuple[str, exp.Expr]],
             reads: Mapping[str, StreamRead] | None, stream_names: Sequence[str]) -> None:
     """Run ``statements`` as one consumption of ``stream_names``.
 
@@ -233,10 +234,10 @@ def consume(session: Warehouse, statements: Sequence[tuple[str, exp.Expr]],
     locks are held. Otherwise (COMMIT): each stream's state and end as the transaction first read it; if another
     consumer advanced a stream since, StreamConflict and nothing is written.
     """
-    with stream_locks(session, stream_names):
-        current = {n: recover(session, n) for n in stream_names}
+    with stream_locks(warehouse, stream_names):
+        current = {n: recover(warehouse, n) for n in stream_names}
         if reads is None:
-            reads = {n: StreamRead(s, latest_versions(session, list(s.frontier))) for n, s in current.items()}
+            reads = {n: StreamRead(s, latest_versions(warehouse, list(s.frontier))) for n, s in current.items()}
         for n, r in reads.items():
             if current[n].seq != r.stream.seq:
                 raise StreamConflict(
@@ -247,33 +248,33 @@ def consume(session: Warehouse, statements: Sequence[tuple[str, exp.Expr]],
         targets = [target_of(tree) for _, tree in statements]
         writes = []
         for i, target in enumerate(targets):
-            location = _location(session, target) if target else None
-            writes.append({"target": target, "location": location, "after": _latest(session, location),
+            location = _location(warehouse, target) if target else None
+            writes.append({"target": target, "location": location, "after": _latest(warehouse, location),
                            "app": app_id({n: r.stream for n, r in reads.items()}, i)})
         pending: dict[str, Any] = {"seq": seq, "id": uuid.uuid4().hex, "streams": sorted(stream_names),
                                    "frontiers": frontiers,
                    "initial": sorted(n for n, r in reads.items() if r.stream.show_initial_rows),
                    "statements": [s for s, _ in statements], "writes": writes}
-        st.set_pending(session.store, [r.stream for r in reads.values()], pending)
+        st.set_pending(warehouse.store, [r.stream for r in reads.values()], pending)
         faults.crash_point("after_pending")
-        _execute(session, reads, statements, pending, skip_committed=False)
+        _execute(warehouse, reads, statements, pending, skip_committed=False)
         faults.crash_point("after_write")
-        st.advance(session.store, {n: r.stream.seq for n, r in reads.items()}, seq, frontiers, pending["initial"])
+        st.advance(warehouse.store, {n: r.stream.seq for n, r in reads.items()}, seq, frontiers, pending["initial"])
         faults.crash_point("after_advance")
-    track_retention(session, {t for f in frontiers.values() for t in f})
+    track_retention(warehouse, {t for f in frontiers.values() for t in f})
 
 
-def _execute(session: Warehouse, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expr]],
+def _execute(warehouse: Warehouse, reads: Mapping[str, StreamRead], statements: Sequence[tuple[str, exp.Expr]],
              pending: Mapping[str, Any], skip_committed: bool) -> None:
     metadata = json.dumps({"dtables_stream": {"seq": pending["seq"], "id": pending.get("id"),
                                               "frontiers": pending["frontiers"]}}, sort_keys=True)
     for i, (statement, tree) in enumerate(statements):
         write = pending["writes"][i]
-        if skip_committed and _landed(session, pending, write):
+        if skip_committed and _landed(warehouse, pending, write):
             continue
-        _run_on_clone(session, reads, statement, tree, write["app"] if write["target"] else None, pending["seq"],
+        _run_on_clone(warehouse, reads, statement, tree, write["app"] if write["target"] else None, pending["seq"],
                       metadata)
-        if write["target"] and not _landed(session, pending, write):
+        if write["target"] and not _landed(warehouse, pending, write):
             raise StreamError(
                 f"the write of {write['target']} is not in its Delta log as this consumption's commit (Delta skipped "
                 f"it: {write['app']} version {pending['seq']} was already applied); the streams did not advance")
@@ -281,30 +282,30 @@ def _execute(session: Warehouse, reads: Mapping[str, StreamRead], statements: Se
             faults.crash_point("between_writes")
 
 
-def _landed(session: Warehouse, pending: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
+def _landed(warehouse: Warehouse, pending: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
     """Whether the target's log holds this consumption's commit of ``write`` (matched by the consumption id in its
     user metadata; pending records written before the id existed match on the app and sequence alone)."""
     if not write["target"]:
         return False
     marker = f'"id": "{pending["id"]}"' if pending.get("id") else None
-    return committed(session.spark, _location(session, write["target"]), write["after"], write["app"],
+    return committed(warehouse.spark, _location(warehouse, write["target"]), write["after"], write["app"],
                      pending["seq"], marker)
 
 
-def recover(session: Warehouse, name: str) -> st.Stream:
+def recover(warehouse: Warehouse, name: str) -> st.Stream:
     """The stream after finishing or forgetting a consumption a crash left pending (call with its lock held)."""
-    stream = st.require(session.store, name)
-    session.catalog.ensure_registered(list(stream.frontier))  # a new process knows no table yet
+    stream = st.require(warehouse.store, name)
+    warehouse.catalog.ensure_registered(list(stream.frontier))  # a new process knows no table yet
     pending = stream.pending
     if not pending:
         return stream
-    done = [_landed(session, pending, w) for w in pending["writes"]]
+    done = [_landed(warehouse, pending, w) for w in pending["writes"]]
     writing = [d for d, w in zip(done, pending["writes"]) if w["target"]]
-    streams = [st.require(session.store, n) for n in pending["streams"]]
+    streams = [st.require(warehouse.store, n) for n in pending["streams"]]
     expected = {s.name: s.seq for s in streams}
     if writing and not any(writing):
-        st.clear_pending(session.store, pending["streams"])  # nothing was applied: as if it never ran
-        return st.require(session.store, name)
+        st.clear_pending(warehouse.store, pending["streams"])  # nothing was applied: as if it never ran
+        return st.require(warehouse.store, name)
     if not all(writing):
         reads = {s.name: StreamRead(replace(s, pending=None), pending["frontiers"][s.name]) for s in streams}
         statements = []
@@ -313,7 +314,7 @@ def recover(session: Warehouse, name: str) -> st.Stream:
             if tree is None:
                 raise StreamError(f"stream {name}: cannot re-parse pending statement {text!r} to finish it")
             statements.append((text, tree))
-        _execute(session, reads, statements, pending, skip_committed=True)
-    st.advance(session.store, expected, int(pending["seq"]), pending["frontiers"], pending.get("initial", ()))
-    track_retention(session, {t for f in pending["frontiers"].values() for t in f})
-    return st.require(session.store, name)
+        _execute(warehouse, reads, statements, pending, skip_committed=True)
+    st.advance(warehouse.store, expected, int(pending["seq"]), pending["frontiers"], pending.get("initial", ()))
+    track_retention(warehouse, {t for f in pending["frontiers"].values() for t in f})
+    return st.require(warehouse.store, name)

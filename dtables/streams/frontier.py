@@ -44,17 +44,17 @@ def max_retention(spark: Any) -> dt.timedelta:
     return parse_duration(spark.conf.get(MAX_RETENTION_SETTING, DEFAULT_MAX_RETENTION))
 
 
-def table_log(session: Warehouse, table: str) -> DeltaLog:
+def table_log(warehouse: Warehouse, table: str) -> DeltaLog:
     """The Delta log of a table, found through the catalog (no Spark query) when dtables knows the table."""
-    obj = session.catalog.lookup(table)
+    obj = warehouse.catalog.lookup(table)
     if obj is not None and obj.get("location"):
-        return DeltaLog(session.spark, str(obj["location"]), normalize(table))
-    return open_log(session.spark, table)
+        return DeltaLog(warehouse.spark, str(obj["location"]), normalize(table))
+    return open_log(warehouse.spark, table)
 
 
-def latest_versions(session: Warehouse, tables: list[str]) -> dict[str, int]:
+def latest_versions(warehouse: Warehouse, tables: list[str]) -> dict[str, int]:
     """The latest committed version of each base table (log listings only, no Spark job)."""
-    return {t: table_log(session, t).latest_version for t in tables}
+    return {t: table_log(warehouse, t).latest_version for t in tables}
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,13 @@ def stale_reason(spark: Any, table: str, version: int) -> str | None:
     return None
 
 
-def stale_after(session: Warehouse, frontier: Mapping[str, int]) -> dt.datetime:
+def stale_after(warehouse: Warehouse, frontier: Mapping[str, int]) -> dt.datetime:
     """When the stream may go stale if not consumed: for each base table, the first commit after its frontier
     version (now, when there is none yet) plus the history the table retains (both retention properties, as the
     retention extension set them); the earliest of those."""
     now = dt.datetime.now(dt.timezone.utc)
     times = []
     for table, version in frontier.items():
-        log = table_log(session, table)
+        log = table_log(warehouse, table)
         times.append((at_risk_since(log, version) or now) + retention_of(log).history)
     return min(times) if times else now

@@ -85,21 +85,21 @@ def same_place(a: str, b: str) -> bool:
     return canonical(a) == canonical(b)
 
 
-def holders(session: Warehouse, tables: Iterable[str] | None = None, *, kinds: tuple[str, ...] = (STREAM,
+def holders(warehouse: Warehouse, tables: Iterable[str] | None = None, *, kinds: tuple[str, ...] = (STREAM,
             DYNAMIC_TABLE)) -> list[Holder]:
     """Every live frontier on ``tables`` (normalized names; None: all tables), streams first."""
     wanted = None if tables is None else {normalize(t) for t in tables}
     found: list[tuple[str, str, str, int]] = []
     if STREAM in kinds:
-        found += [(STREAM, s.name, t, v) for s in st.all_streams(session.store) for t, v in s.frontier.items()]
+        found += [(STREAM, s.name, t, v) for s in st.all_streams(warehouse.store) for t, v in s.frontier.items()]
     if DYNAMIC_TABLE in kinds:
-        found += [(DYNAMIC_TABLE, d.name, t, v) for d in defs.load_all(session.store) for t, v in d.frontier.items()]
+        found += [(DYNAMIC_TABLE, d.name, t, v) for d in defs.load_all(warehouse.store) for t, v in d.frontier.items()]
     out = []
     for kind, name, table, version in found:
         if wanted is not None and table not in wanted:
             continue
         try:
-            risk = at_risk_since(table_log(session, table), version)
+            risk = at_risk_since(table_log(warehouse, table), version)
         except ChangeTrackingError:
             continue  # the table is gone: nothing to keep for this holder
         out.append(Holder(kind, name, table, version, risk))
@@ -109,14 +109,15 @@ def holders(session: Warehouse, tables: Iterable[str] | None = None, *, kinds: t
 # -- the retention extension ----------------------------------------------------------------------------------------
 
 
-def track_retention(session: Warehouse, tables: Iterable[str], *, adding: bool = False) -> None:
+def track_retention(warehouse: Warehouse, tables: Iterable[str], *, adding: bool = False) -> None:
     """Extend or restore the retention of each table to what its live streams need (see the module docstring).
     ``adding``: a stream is about to be created on them. Best effort: it never fails the statement that triggered
     it (which has committed by then)."""
     for table in sorted({normalize(t) for t in tables}):
-        with locks.streams(session.store, [f"retention-{table}"]):  # serialise deciders: the last one sees every change
+        # serialise deciders: the last one sees every change
+        with locks.streams(warehouse.store, [f"retention-{table}"]):
             try:
-                _track(session, table, adding)
+                _track(warehouse, table, adding)
             except ChangeTrackingError:
                 continue  # the table is gone
             except Exception as e:  # noqa: BLE001 - e.g. a concurrent commit; the next stream event retries
@@ -124,12 +125,12 @@ def track_retention(session: Warehouse, tables: Iterable[str], *, adding: bool =
                              table, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
-def _track(session: Warehouse, table: str, adding: bool) -> None:
+def _track(warehouse: Warehouse, table: str, adding: bool) -> None:
     now = dt.datetime.now(dt.timezone.utc)
-    cap = max_retention(session.spark)
+    cap = max_retention(warehouse.spark)
     needed = adding or any(h.at_risk_since is None or now - h.at_risk_since < cap
-                 for h in holders(session, [table], kinds=(STREAM,)))
-    log = table_log(session, table)
+                 for h in holders(warehouse, [table], kinds=(STREAM,)))
+    log = table_log(warehouse, table)
     conf = log.metadata_at(log.latest_version).configuration
     raise_: dict[str, str] = {}
     lower: list[tuple[str, str, str | None]] = []  # ("SET", key, value) | ("UNSET", key, None), in order
@@ -156,7 +157,7 @@ def _track(session: Warehouse, table: str, adding: bool) -> None:
             batch.append(ops.pop(0))
         if kind == "SET":
             rendered = ", ".join(f"'{k}' = '{v}'" for _, k, v in batch)
-            session.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+            warehouse.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
         else:
             rendered = ", ".join(f"'{k}'" for _, k, _ in batch)
-            session.spark.sql(f"ALTER TABLE {target} UNSET TBLPROPERTIES IF EXISTS ({rendered})")
+            warehouse.spark.sql(f"ALTER TABLE {target} UNSET TBLPROPERTIES IF EXISTS ({rendered})")

@@ -40,56 +40,56 @@ class Transaction:
     reads: dict[str, StreamRead] = field(default_factory=dict)
     buffered: list[tuple[str, exp.Expr]] = field(default_factory=list)
 
-    def read(self, session: Warehouse, name: str) -> StreamRead:
+    def read(self, warehouse: Warehouse, name: str) -> StreamRead:
         """The stream as this transaction sees it (fixed at its first read here)."""
         if name not in self.reads:
-            with stream_locks(session, [name]):
-                stream = recover(session, name)
+            with stream_locks(warehouse, [name]):
+                stream = recover(warehouse, name)
             missing = [t for t in stream.frontier if t not in self.pinned]
-            self.pinned.update(latest_versions(session, missing))
+            self.pinned.update(latest_versions(warehouse, missing))
             self.reads[name] = StreamRead(stream, {t: self.pinned[t] for t in stream.frontier})
-            assert st.get(session.store, name) is not None
+            assert st.get(warehouse.store, name) is not None
         return self.reads[name]
 
 
 _open: weakref.WeakKeyDictionary[Warehouse, Transaction] = weakref.WeakKeyDictionary()
 
 
-def current(session: Warehouse) -> Transaction | None:
-    return _open.get(session)
+def current(warehouse: Warehouse) -> Transaction | None:
+    return _open.get(warehouse)
 
 
-def begin(session: Warehouse) -> None:
-    if session in _open:
+def begin(warehouse: Warehouse) -> None:
+    if warehouse in _open:
         raise StreamError("a transaction is already open on this session; COMMIT or ROLLBACK it first")
 
     pinned: dict[str, int] = {}
-    for table in sorted({t for s in st.all_streams(session.store) for t in s.frontier}):
-        session.catalog.ensure_registered([table])
+    for table in sorted({t for s in st.all_streams(warehouse.store) for t in s.frontier}):
+        warehouse.catalog.ensure_registered([table])
         try:
-            pinned.update(latest_versions(session, [table]))
+            pinned.update(latest_versions(warehouse, [table]))
         except ChangeTrackingError:
             continue  # a source dropped since: reading its streams fails later with the reason
-    _open[session] = Transaction(dt.datetime.now(dt.timezone.utc), pinned)
+    _open[warehouse] = Transaction(dt.datetime.now(dt.timezone.utc), pinned)
 
 
-def rollback(session: Warehouse) -> None:
-    _open.pop(session, None)
+def rollback(warehouse: Warehouse) -> None:
+    _open.pop(warehouse, None)
 
 
-def commit(session: Warehouse, stream_names_of: Mapping[int, list[str]] | None = None) -> list[tuple[str, exp.Expr]]:
+def commit(warehouse: Warehouse, stream_names_of: Mapping[int, list[str]] | None = None) -> list[tuple[str, exp.Expr]]:
     """Run the buffered statements as one consumption of every stream they read; the transaction ends either way.
 
     When none of them reads a stream they are plain statements: returned, for the statement executor to run in
     order (COMMIT's handler there does); otherwise nothing is left to run."""
-    txn = _open.pop(session, None)
+    txn = _open.pop(warehouse, None)
     if txn is None or not txn.buffered:
         return []
-    known = st.names(session.store)
+    known = st.names(warehouse.store)
     names = sorted({n for _, tree in txn.buffered for _, n in stream_tables(tree, known)})
     if not names:
         return list(txn.buffered)
     for name in names:
-        txn.read(session, name)
-    consume(session, txn.buffered, {n: txn.reads[n] for n in names}, names)
+        txn.read(warehouse, name)
+    consume(warehouse, txn.buffered, {n: txn.reads[n] for n in names}, names)
     return []

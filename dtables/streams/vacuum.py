@@ -66,45 +66,45 @@ class VacuumPlan:
         return [k.reason(self.planned_at) for k in self.keeps]
 
 
-def _locate(session: Warehouse, table: str) -> tuple[str, str | None]:
+def _locate(warehouse: Warehouse, table: str) -> tuple[str, str | None]:
     """(location, catalog name or None for a ``delta.`path```) of a Delta table, or ObjectNotFound."""
     m = _PATH_IDENTIFIER.match(table)
     if m:
         location, name = m.group("path").rstrip("/"), None
     else:
         name = normalize(table)
-        obj = session.catalog.lookup(name)
+        obj = warehouse.catalog.lookup(name)
         if obj is not None and obj["kind"] == "VIEW":
             raise ObjectNotFound(f"cannot vacuum {name}: it is a view, not a table")
         try:
-            session.catalog.ensure_registered([name])
-            location = str(obj["location"]) if obj is not None else ch.resolve_location(session.spark, name)
+            warehouse.catalog.ensure_registered([name])
+            location = str(obj["location"]) if obj is not None else ch.resolve_location(warehouse.spark, name)
         except ChangeTrackingError as e:
             raise ObjectNotFound(f"cannot vacuum {name}: there is no such table in this warehouse") from e
-    if not DeltaLog(session.spark, location, name or table).exists:
+    if not DeltaLog(warehouse.spark, location, name or table).exists:
         raise ObjectNotFound(f"cannot vacuum {name or table}: there is no Delta table at {location}")
     return location, name
 
 
-def _location_of(session: Warehouse, table: str) -> str | None:
+def _location_of(warehouse: Warehouse, table: str) -> str | None:
     try:
-        return table_log(session, table).location
+        return table_log(warehouse, table).location
     except ChangeTrackingError:
         return None
 
 
-def plan_vacuum(session: Warehouse, table: str, retain_hours: float | None = None) -> VacuumPlan:
+def plan_vacuum(warehouse: Warehouse, table: str, retain_hours: float | None = None) -> VacuumPlan:
     """What ``VACUUM table [RETAIN retain_hours HOURS]`` must keep, and the retention that keeps it."""
-    location, _ = _locate(session, table)
+    location, _ = _locate(warehouse, table)
     requested = float(retain_hours) if retain_hours is not None else \
-        retention_of(DeltaLog(session.spark, location)).files.total_seconds() / 3600
-    cap = max_retention(session.spark).total_seconds() / 3600
+        retention_of(DeltaLog(warehouse.spark, location)).files.total_seconds() / 3600
+    cap = max_retention(warehouse.spark).total_seconds() / 3600
     now = dt.datetime.now(dt.timezone.utc)
     places: dict[str, str | None] = {}
     keeps = []
-    for holder in holders(session):
+    for holder in holders(warehouse):
         if holder.table not in places:
-            places[holder.table] = _location_of(session, holder.table)
+            places[holder.table] = _location_of(warehouse, holder.table)
         place = places[holder.table]
         if place is None or not same_place(place, location):
             continue
@@ -117,12 +117,12 @@ def plan_vacuum(session: Warehouse, table: str, retain_hours: float | None = Non
     return VacuumPlan(table, location, requested, retain, tuple(keeps), now)
 
 
-def run_vacuum(session: Warehouse, plan: VacuumPlan, dry_run: bool = False) -> Any:
+def run_vacuum(warehouse: Warehouse, plan: VacuumPlan, dry_run: bool = False) -> Any:
     """Delta's VACUUM with the plan's retention; returns Delta's result (with DRY RUN: the files it would delete)."""
-    return session.spark.sql(f"VACUUM delta.`{plan.location}` RETAIN {plan.retain_hours:g} HOURS"
+    return warehouse.spark.sql(f"VACUUM delta.`{plan.location}` RETAIN {plan.retain_hours:g} HOURS"
                              f"{' DRY RUN' if dry_run else ''}")
 
 
-def vacuum(session: Warehouse, table: str, retain: float | None = None, dry_run: bool = False) -> Any:
+def vacuum(warehouse: Warehouse, table: str, retain: float | None = None, dry_run: bool = False) -> Any:
     """``VACUUM table [RETAIN retain HOURS] [DRY RUN]``, keeping what every live frontier still needs."""
-    return run_vacuum(session, plan_vacuum(session, table, retain), dry_run)
+    return run_vacuum(warehouse, plan_vacuum(warehouse, table, retain), dry_run)
