@@ -4,6 +4,10 @@ Plain Spark SQL passes to Spark as the user wrote it (after the catalog register
 statements, and Spark statements whose meaning dtables extends (CREATE TABLE makes a change-tracked Delta table,
 CREATE VIEW and DROP persist in the catalog), are dispatched through ``HANDLERS``, an explicit mapping from
 expression type to handler; later features add their statements there.
+
+This module is the top of the engine: ``Session.sql()`` calls it, and it calls down into the handlers of
+``dynamic/``, ``streams/``, ``ingest/`` and ``catalog_ddl``, which take a ``Warehouse`` and never call back up.
+A statement that turns into other statements (COMMIT's buffered plain statements, REPLACE TABLE) runs them here.
 """
 
 from __future__ import annotations
