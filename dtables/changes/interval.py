@@ -22,7 +22,7 @@ from dtables.changes.errors import (
 )
 from dtables.changes.log import DeltaLog
 
-_PATH_IDENTIFIER = re.compile(r"^\s*delta\s*\.\s*`(?P<path>[^`]+)`\s*$", re.IGNORECASE)
+PATH_IDENTIFIER = re.compile(r"^\s*delta\s*\.\s*`(?P<path>[^`]+)`\s*$", re.IGNORECASE)
 
 ENABLE_TRACKING_FIX = (
     "ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableRowTracking' = 'true', "
@@ -101,7 +101,7 @@ def resolve_location(spark: Any, table: str) -> str:
 
     A catalog name costs one ``DESCRIBE DETAIL`` (metadata only); a path identifier costs nothing.
     """
-    m = _PATH_IDENTIFIER.match(table)
+    m = PATH_IDENTIFIER.match(table)
     if m:
         return m.group("path").rstrip("/")
     try:

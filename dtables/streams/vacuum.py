@@ -25,7 +25,7 @@ from typing import Any
 from dtables import changes as ch
 from dtables.catalog import normalize
 from dtables.catalog.warehouse import Warehouse
-from dtables.changes.interval import _PATH_IDENTIFIER
+from dtables.changes.interval import PATH_IDENTIFIER
 from dtables.changes.log import DeltaLog
 from dtables.errors import ChangeTrackingError, ObjectNotFound
 from dtables.streams.frontier import max_retention, retention_of, table_log
@@ -68,7 +68,7 @@ class VacuumPlan:
 
 def _locate(warehouse: Warehouse, table: str) -> tuple[str, str | None]:
     """(location, catalog name or None for a ``delta.`path```) of a Delta table, or ObjectNotFound."""
-    m = _PATH_IDENTIFIER.match(table)
+    m = PATH_IDENTIFIER.match(table)
     if m:
         location, name = m.group("path").rstrip("/"), None
     else:
