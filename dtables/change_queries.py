@@ -20,6 +20,7 @@ import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
+from dtables.catalog.constraints import KeyStore
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
 from dtables.sql.references import aliased_table, replace_table
@@ -154,7 +155,8 @@ def view_changes(session: Session, name: str, bounds: Bounds, information: str =
     intervals = _view_intervals(session, name, plan.base_tables(), bounds)
     stats = {t: differentiation_stats(session.spark, i) for t, i in intervals.items()}
     try:
-        derivative = diff.differentiate(plan, ChangeFormat(information), stats)
+        derivative = diff.differentiate(plan, ChangeFormat(information), stats,
+                                        constraints=KeyStore(session.store).relied_on(list(plan.base_tables())))
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
     query = IntervalSources(session.spark, intervals).changes_query(derivative)

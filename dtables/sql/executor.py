@@ -17,6 +17,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, normalize, qualified, quote
+from dtables.catalog.constraints import KeyConstraint, KeyStore, declares_keys
 from dtables.catalog.tables import create_table, kind_clash, target_table
 from dtables.errors import DtablesError, SqlError
 from dtables.dynamic.history import point_at_virtual_tables
@@ -25,6 +26,7 @@ from dtables.dynamic.statements import explain_create
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.spark import fs
+from dtables.spark.sessions import rows_frame
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, SetChangeTracking, to_spark
 from dtables.sql.dynamic_syntax import CreateDynamicTable
@@ -128,8 +130,8 @@ def execute_script(session: Session, text: str) -> Any:
         tree = parse(statement)
         explained = _explain_target(statement)
         if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])) \
-                or streams.claims(session, tree):
-            pass  # sqlglot parsed it; Spark's parser would not know it
+                or streams.claims(session, tree) or declares_keys(tree):
+            pass  # sqlglot parsed it; Spark's parser would not know it (or, for keys, refuse some of their forms)
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
         else:
@@ -190,6 +192,9 @@ def execute_statement(session: Session, statement: str, tree: exp.Expr | None) -
         described = describe_visible(session, tree, statement)
         if described is not None:
             return described
+        keys = _described_keys(session, tree)
+        if keys:
+            return _describe_with_keys(session, keys, statement)
         visible = hide_state_columns(session, tree)
         if visible is not None:
             tree, statement = visible, to_spark(visible)
@@ -289,7 +294,24 @@ def _drop(session: Session, tree: exp.Expr, statement: str) -> Any:
         if obj["kind"] == "TABLE" and obj["managed"]:
             fs.delete(session.spark, obj["location"])
         session.catalog.forget(obj["name"])
+        KeyStore(session.store).forget_table(obj["name"])
     return result
+
+
+def _described_keys(session: Session, tree: exp.Expr) -> list[KeyConstraint]:
+    """The keys declared on the table a ``DESCRIBE TABLE EXTENDED | FORMATTED t`` names (empty for anything else)."""
+    target = tree.this if isinstance(tree, exp.Describe) else None
+    if not isinstance(target, exp.Table) or (tree.args.get("style") or "").upper() not in ("EXTENDED", "FORMATTED"):
+        return []
+    return KeyStore(session.store).of(normalize(qualified(target.db, target.name)))
+
+
+def _describe_with_keys(session: Session, keys: list[KeyConstraint], statement: str) -> Any:
+    """Spark's answer plus a ``# Constraints`` section listing the declared keys, as Databricks shows them."""
+    session.catalog.ensure_registered([keys[0].table])
+    described = session.spark.sql(statement)
+    rows = [("", "", ""), ("# Constraints", "", "")] + [(k.name, k.definition(), "") for k in keys]
+    return described.unionByName(rows_frame(session.spark, rows, described.schema))
 
 
 def _set_change_tracking(session: Session, tree: exp.Expr, statement: str) -> Any:
