@@ -54,7 +54,7 @@ class CatalogStatement:
     comment: str | None = None  # COMMENT ON TABLE ... IS '<comment>' (None for IS NULL)
 
 
-_KEY_WORDS = ("PRIMARY", "UNIQUE", "FOREIGN")  # ALTER TABLE t ADD PRIMARY KEY (...) without a constraint name
+_KEY_WORDS = ("PRIMARY KEY", "UNIQUE", "FOREIGN KEY", "PRIMARY", "FOREIGN")  # ADD PRIMARY KEY (...) unnamed
 _LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
 _HEADS = ("ALTER", "COMMENT", "REPLACE", "DROP")
 
