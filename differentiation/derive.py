@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from differentiation.constraints import Constraints
 from differentiation.delta_nodes import Consolidate, Delta, Empty
 from differentiation.errors import UnsupportedQuery
 from differentiation.monotonic import non_monotonic_operator
@@ -55,6 +56,7 @@ def differentiate(
     *,
     state: bool = False,
     rules: tuple[tuple[type, Rule], ...] = RULES,
+    constraints: Constraints = Constraints(),
 ) -> Derivative:
     """Δ plan over an interval. `stats` per base table (missing = may have inserts and deletes).
 
@@ -63,6 +65,8 @@ def differentiate(
     Project(Aggregate) of
     COUNT/SUM/AVG, the aggregate is maintained algebraically from it (new = old + ΣΔ); otherwise
     it is ignored and the affected-keys rule recomputes touched groups from Q|I0 and Q|I1.
+
+    `constraints`: the RELY keys of the plan's tables; with `stats`, they drop join terms that must be empty.
 
     Raises UnsupportedQuery when the plan cannot be maintained incrementally, or when APPEND_ONLY is
     asked of a non-monotonic plan (naming the operator).
@@ -80,7 +84,9 @@ def differentiate(
     shape = _shape(plan, changed, stats, append_only)
     if shape == Shape.NO_DATA:
         return Derivative(plan, Empty(plan), shape, information)
-    ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan)
+    ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan, constraints=constraints,
+                        inserts_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).deletes),
+                        deletes_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).inserts))
     delta = replace(Delta(plan), dict(rules), ctx)
     if shape == Shape.MINIMIZE:
         delta = Consolidate(delta)

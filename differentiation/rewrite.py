@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from differentiation.constraints import Constraints
 from differentiation.delta_nodes import Delta, Empty
 from differentiation.plan import Node
 
@@ -23,6 +24,11 @@ class DeriveContext:
     append_only: bool = False
     state: bool = False
     top: Node | None = None
+    # Declared RELY keys, and the changed tables that had only inserts / only deletes: together they prove some
+    # join terms empty (`constraints.referenced_side`).
+    constraints: Constraints = Constraints()
+    inserts_only: frozenset[str] = frozenset()
+    deletes_only: frozenset[str] = frozenset()
 
     def has_changes(self, plan: Node) -> bool:
         return any(t in self.changed for t in plan.base_tables())

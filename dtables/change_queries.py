@@ -20,6 +20,7 @@ import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
+from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.changes.sources import IntervalSources, differentiation_stats
 from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
@@ -160,7 +161,8 @@ def view_changes(warehouse: Warehouse, name: str, bounds: Bounds, information: s
     intervals = _view_intervals(warehouse, name, plan.base_tables(), bounds)
     stats = {t: differentiation_stats(warehouse.spark, i) for t, i in intervals.items()}
     try:
-        derivative = diff.differentiate(plan, ChangeFormat(information), stats)
+        derivative = diff.differentiate(plan, ChangeFormat(information), stats,
+                                        constraints=KeyStore(warehouse.store).relied_on(list(plan.base_tables())))
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
     query = IntervalSources(warehouse.spark, intervals).changes_query(derivative)

@@ -30,6 +30,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--skip-pipelines", action="store_true", help="leave out Spark Declarative Pipelines")
     p.add_argument("--rewritten", action="store_true",
                    help="the hand-rewritten variants (queries/qNN.dt.sql) instead of TPC-H's text, for comparison")
+    p.add_argument("--no-keys", action="store_true",
+                   help="leave the specification's keys undeclared (by default they are declared RELY)")
     p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
                    help="where generated data is cached (one folder per scale factor)")
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
                                           **dict(c.split("=", 1) for c in args.conf)})
     t = time.perf_counter()
-    counts = load.load(session, data)
+    counts = load.load(session, data, keys=not args.no_keys)
     _say(f"loaded {sum(counts.values()):,} rows ({counts['lineitem']:,} lineitem) in {time.perf_counter() - t:.1f} s")
 
     modes: dict[str, tuple[str, str | None]] = {}

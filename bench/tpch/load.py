@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.tpch.schema import TABLES, columns
+from bench.tpch.schema import TABLES, columns, key_statements
 
 
-def load(session: Any, data: Path, tables: Iterable[str] = TABLES) -> dict[str, int]:
+def load(session: Any, data: Path, tables: Iterable[str] = TABLES, keys: bool = True) -> dict[str, int]:
     """CREATE TABLE each TPC-H table (or those named) through dtables, then INSERT the Parquet rows cast to the
-    spec's types.
+    spec's types; with ``keys``, declare the specification's primary and foreign keys (RELY) on all eight.
 
     Returns the row count of each table. tpchgen-cli already writes DECIMAL(15,2) and DATE; the casts pin the
     column types (BIGINT keys, INT sizes) whatever the generator's version picks.
@@ -23,4 +23,7 @@ def load(session: Any, data: Path, tables: Iterable[str] = TABLES) -> dict[str, 
         path = (data / f"{table}.parquet").resolve()
         session.sql(f"INSERT INTO {table} SELECT {select} FROM parquet.`{path}`")
         counts[table] = session.table(table).count()
+    if keys:
+        for statement in key_statements(set(counts)):
+            session.sql(statement)
     return counts

@@ -104,12 +104,7 @@ def _new_lines_sql(session: Any, seed: int) -> str:
 def rf1(session: Any, seed: int) -> BatchResult:
     """Insert 0.1% new ORDERS (keys above the current maximum) with 1 to 7 LINEITEMs each."""
     lines = _new_lines_sql(session, seed)
-    session.sql(f"""
-      INSERT INTO lineitem
-      SELECT l_orderkey, l_partkey, l_suppkey, l_linenumber, l_quantity, l_extendedprice, l_discount, l_tax,
-             l_returnflag, l_linestatus, l_shipdate, l_commitdate, l_receiptdate, l_shipinstruct, l_shipmode,
-             l_comment
-      FROM ({lines}) AS new_lines""")
+    # orders first, then their lines: the foreign key lineitem -> orders holds at every version
     session.sql(f"""
       INSERT INTO orders
       SELECT l_orderkey, o_custkey,
@@ -118,6 +113,12 @@ def rf1(session: Any, seed: int) -> BatchResult:
              o_orderdate, o_orderpriority, o_clerk, 0, o_comment
       FROM ({lines}) AS new_lines
       GROUP BY l_orderkey, o_custkey, o_orderdate, o_orderpriority, o_clerk, o_comment""")
+    session.sql(f"""
+      INSERT INTO lineitem
+      SELECT l_orderkey, l_partkey, l_suppkey, l_linenumber, l_quantity, l_extendedprice, l_discount, l_tax,
+             l_returnflag, l_linestatus, l_shipdate, l_commitdate, l_receiptdate, l_shipinstruct, l_shipmode,
+             l_comment
+      FROM ({lines}) AS new_lines""")
     base = _scalar(session, f"SELECT count(*) FROM orders WHERE o_comment = 'rf1 order {seed}'")
     items = _scalar(session, f"SELECT count(*) FROM lineitem WHERE l_comment = 'rf1 line {seed}'")
     return BatchResult("rf1", base, items)

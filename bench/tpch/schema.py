@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 TABLES: dict[str, str] = {
     "region": "r_regionkey BIGINT, r_name STRING, r_comment STRING",
     "nation": "n_nationkey BIGINT, n_name STRING, n_regionkey BIGINT, n_comment STRING",
@@ -20,6 +22,30 @@ TABLES: dict[str, str] = {
                  "l_tax DECIMAL(15,2), l_returnflag STRING, l_linestatus STRING, l_shipdate DATE, "
                  "l_commitdate DATE, l_receiptdate DATE, l_shipinstruct STRING, l_shipmode STRING, l_comment STRING"),
 }
+
+
+# The keys of the specification (clause 1.4.2), declared RELY: the refresh functions keep them at every version
+# (RF1 inserts an order before its lines, RF2 deletes the lines before their order), so a refresh may rely on them.
+PRIMARY_KEYS: dict[str, str] = {
+    "region": "r_regionkey", "nation": "n_nationkey", "part": "p_partkey", "supplier": "s_suppkey",
+    "partsupp": "ps_partkey, ps_suppkey", "customer": "c_custkey", "orders": "o_orderkey",
+    "lineitem": "l_orderkey, l_linenumber",
+}
+FOREIGN_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("nation", "n_regionkey", "region"), ("supplier", "s_nationkey", "nation"),
+    ("customer", "c_nationkey", "nation"), ("partsupp", "ps_partkey", "part"), ("partsupp", "ps_suppkey", "supplier"),
+    ("orders", "o_custkey", "customer"), ("lineitem", "l_orderkey", "orders"),
+    ("lineitem", "l_partkey, l_suppkey", "partsupp"), ("lineitem", "l_partkey", "part"),
+    ("lineitem", "l_suppkey", "supplier"),
+)
+
+
+def key_statements(tables: Collection[str] = TABLES) -> list[str]:
+    """ALTER TABLE statements declaring the keys among ``tables``, primary keys first (a foreign key needs its
+    referenced key)."""
+    out = [f"ALTER TABLE {t} ADD PRIMARY KEY ({cols}) RELY" for t, cols in PRIMARY_KEYS.items() if t in tables]
+    return out + [f"ALTER TABLE {t} ADD FOREIGN KEY ({cols}) REFERENCES {ref} RELY" for t, cols, ref in FOREIGN_KEYS
+                  if t in tables and ref in tables]
 
 
 def columns(table: str) -> list[tuple[str, str]]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from differentiation.delta_nodes import At, Delta, Sum
+from differentiation.constraints import referenced_side
+from differentiation.delta_nodes import At, Delta, Empty, Sum
 from differentiation.plan import Join, Node
 from differentiation.rewrite import DeriveContext
 from differentiation.rules.outer_join import derive_outer_join
@@ -15,6 +16,9 @@ def derive_join(node: Delta, *, ctx: DeriveContext) -> Node:
     Example: Δ(people ⋈ items) -> people@I0 ⋈ Δitems + Δpeople ⋈ items@I1. A term whose Δ side has
     no changed base table is dropped. Row id = hash(left id, right id), the same in every term and in
     the snapshot, so consolidation can cancel pairs across terms.
+
+    When a declared RELY foreign key makes one side P the referenced side and P's table had only inserts (or only
+    deletes), the term over ΔP is empty (`differentiation.constraints`) and only P|I1 ⋈ ΔF (or P|I0 ⋈ ΔF) is left.
     """
     join = node.child
     assert isinstance(join, Join)
@@ -22,9 +26,33 @@ def derive_join(node: Delta, *, ctx: DeriveContext) -> Node:
         return derive_outer_join(node, ctx=ctx)
     if join.kind in ("semi", "anti"):
         return derive_semi_join(node, ctx=ctx)
+    dropped = _term_proved_empty(join, ctx)
+    if dropped is not None:
+        return dropped
     terms: list[Node] = []
     if ctx.has_changes(join.right):
         terms.append(join.copy(left=At(join.left, "start"), right=Delta(join.right)))
     if ctx.has_changes(join.left):
         terms.append(join.copy(left=Delta(join.left), right=At(join.right, "end")))
     return terms[0] if len(terms) == 1 else Sum(tuple(terms))
+
+
+def _term_proved_empty(join: Join, ctx: DeriveContext) -> Node | None:
+    """Δjoin without the term over the referenced side's change, when its keys prove that term empty; else None."""
+    side = None if ctx.append_only else referenced_side(join, ctx.constraints, ctx.changed)
+    if side is None:
+        return None
+    p_side, f_side = (join.left, join.right) if side == "left" else (join.right, join.left)
+    p_tables = [t for t in p_side.base_tables() if t in ctx.changed]
+    if len(p_tables) != 1:
+        return None
+    if p_tables[0] in ctx.inserts_only:
+        when = "end"  # ΔP ⋈ F|I0 = ∅: new keys were referenced by no old row
+    elif p_tables[0] in ctx.deletes_only:
+        when = "start"  # ΔP ⋈ F|I1 = ∅: gone keys are referenced by no remaining row
+    else:
+        return None
+    if not ctx.has_changes(f_side):
+        return Empty(join)
+    p_state, f_delta = At(p_side, when), Delta(f_side)
+    return join.copy(left=p_state, right=f_delta) if side == "left" else join.copy(left=f_delta, right=p_state)

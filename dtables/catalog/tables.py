@@ -11,6 +11,7 @@ from typing import Any
 from sqlglot import exp
 
 from dtables.catalog import new_table_properties, normalize, qualified
+from dtables.catalog.constraints import KeyStore, split_create
 from dtables.catalog.warehouse import Warehouse
 from dtables.errors import SqlError
 from dtables.spark import fs
@@ -57,7 +58,11 @@ def create_table(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
     else:
         location = warehouse.catalog.managed_location(name) if location_prop is None else location_prop.name
     has_schema = isinstance(tree.this, exp.Schema) or tree.expression is not None
-    new = tree.copy()
+    new, declared = split_create(tree, name)
+    keys = KeyStore(warehouse.store)
+    if declared:
+        columns = [c.name.lower() for c in new.this.expressions if isinstance(c, exp.ColumnDef)]
+        declared = keys.check(declared, columns, statement, replacing=existing is not None)
     new_props = new.args.get("properties") or exp.Properties(expressions=[])
     if fmt is None:
         new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
@@ -88,6 +93,8 @@ def create_table(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
             fs.delete(warehouse.spark, location)  # a failed CTAS may leave uncommitted files behind
         raise
     warehouse.catalog.record_table(name, location, managed)
+    if declared or existing is not None:
+        keys.record(declared, replace_table=name)
     return result
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from differentiation import ChangeStats
 from dtables.catalog import normalize
+from dtables.catalog.constraints import KeyStore
 from dtables.changes import Interval
 from dtables.changes.sources import differentiation_stats
 from dtables.changes.log import DeltaLog
@@ -270,7 +271,7 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     sources = {s: resolve_source(session, name, s, at) for s in d.sources}
     stored_columns, target_bytes = _stored(session, d)
     action = decide(d, sources, _stats(session, d, sources), at, stored_columns, target_bytes,
-                    _rewrite_max_bytes(session))
+                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)))
     history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after,
                    write_kind=action.write)
     identities = {n: s.identity for n, s in sources.items()}

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from differentiation import ChangeStats, Derivative, UnsupportedQuery, build_plan, differentiate, incremental_reason
+from differentiation.constraints import Constraints
 from differentiation.plan import Node
 from differentiation.rules.aggregate_algebraic import state_aggregate, with_state_columns
 from differentiation.vocabulary import Shape
@@ -75,13 +76,14 @@ def maintained_plan(plan: Node | None, refresh_mode: str) -> Node | None:
 
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
            data_timestamp: dt.datetime, stored_columns: Collection[str] = (), target_bytes: int | None = None,
-           rewrite_max_bytes: int = REWRITE_MAX_BYTES) -> RefreshAction:
+           rewrite_max_bytes: int = REWRITE_MAX_BYTES, constraints: Constraints = Constraints()) -> RefreshAction:
     """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
 
     ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
     without an entry is unchanged); ``stored_columns`` are the columns the table holds now (hidden ones included),
     so a table lacking the aggregate state its plan maintains is reinitialized rather than patched;
-    ``target_bytes`` is the table's size now (None: unknown), which chooses between a MERGE and a REWRITE. Raises
+    ``target_bytes`` is the table's size now (None: unknown), which chooses between a MERGE and a REWRITE;
+    ``constraints`` are the sources' RELY keys, which drop join terms they prove empty. Raises
     DynamicTableError when an INCREMENTAL table's query can no longer be differentiated (its sources' schemas
     changed under it).
     """
@@ -133,7 +135,7 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     assert plan is not None and full_plan is not None
     all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
     has_state = full_plan is not plan
-    derivative = differentiate(full_plan, stats=all_stats, state=has_state)
+    derivative = differentiate(full_plan, stats=all_stats, state=has_state, constraints=constraints)
     if derivative.shape == Shape.ADDED_ONLY and not has_state:
         write = Write.APPEND
     elif target_bytes is not None and target_bytes <= rewrite_max_bytes:

@@ -23,9 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
-from dtables.catalog import DEFAULT_DB, normalize, quote
+from dtables.catalog import DEFAULT_DB, constraints, normalize, quote
+from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.dynamic import definition as defs
 from dtables.errors import ObjectNotFound, SqlError
@@ -52,6 +54,7 @@ class CatalogStatement:
     comment: str | None = None  # COMMENT ON TABLE ... IS '<comment>' (None for IS NULL)
 
 
+_KEY_WORDS = ("PRIMARY KEY", "UNIQUE", "FOREIGN KEY", "PRIMARY", "FOREIGN")  # ADD PRIMARY KEY (...) unnamed
 _LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
 _HEADS = ("ALTER", "COMMENT", "REPLACE", "DROP")
 
@@ -108,7 +111,7 @@ def _alter_action(rest: list[str]) -> str:
         return VIEW_QUERY
     if (head, second) == ("WITH", "SCHEMA"):
         return VIEW_SCHEMA
-    if head in ("ADD", "DROP") and second == "CONSTRAINT":
+    if (head in ("ADD", "DROP") and second == "CONSTRAINT") or (head == "ADD" and second in _KEY_WORDS):
         return CONSTRAINT
     if (head, second) == ("CLUSTER", "BY"):
         return CLUSTER
@@ -154,10 +157,33 @@ def _table(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, stat
         return _rename(warehouse, obj, st, statement)
     if st.action == LOCATION:
         return _set_location(warehouse, obj, statement)
+    if st.action == CONSTRAINT:
+        done = _alter_keys(warehouse, obj["name"], statement)
+        if done is not None:
+            return done
     # Properties, columns, comments, constraints, clustering: Delta writes them to the table's log, which every
     # session reads; partition and SERDE forms are refused by Spark for Delta tables before anything changes.
     warehouse.catalog.ensure_registered([obj["name"]])
     return warehouse.spark.sql(statement)
+
+
+def _alter_keys(warehouse: Warehouse, name: str, statement: str) -> Any:
+    """``ADD [CONSTRAINT c] PRIMARY KEY | UNIQUE | FOREIGN KEY ...`` and ``DROP CONSTRAINT`` of a declared key, kept
+    in the state store (Spark refuses table constraints on Delta tables); None for CHECK constraints, which Delta
+    keeps in the table's log."""
+    tree = parse_one(statement)
+    if not isinstance(tree, exp.Alter):
+        return None
+    keys = KeyStore(warehouse.store)
+    added = constraints.keys_added(tree, name)
+    dropped = constraints.key_dropped(tree)
+    if added:
+        warehouse.catalog.ensure_registered([name])
+        columns = [c.lower() for c in warehouse.spark.table(quote(name)).columns]
+        keys.record(keys.check(added, columns, statement))
+    elif dropped is None or not keys.drop(name, dropped[0], dropped[1], statement):
+        return None
+    return warehouse.spark.createDataFrame([], "status STRING")
 
 
 def _dynamic_table(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, statement: str) -> Any:
@@ -264,6 +290,7 @@ def _rename(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, sta
         definition = _view_definition(warehouse, new) if obj["kind"] == "VIEW" else None
         with warehouse.store.connect() as conn:
             warehouse.catalog.rename(conn, old, new, definition)
+            KeyStore(warehouse.store).rename(conn, old, new)
             stream_store.follow_rename(conn, old, new)
     except Exception:
         kind = "VIEW" if obj["kind"] == "VIEW" else "TABLE"

@@ -21,6 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dtables.catalog import CHANGE_TRACKING_PROPERTIES, normalize, qualified, quote
+from dtables.catalog.constraints import KeyConstraint, KeyStore, declares_keys
 from dtables.catalog.tables import create_table, kind_clash, target_table
 from dtables.catalog.warehouse import Warehouse
 from dtables.change_queries import explain_changes_clause, resolve_changes
@@ -31,6 +32,7 @@ from dtables.dynamic.visible import describe_visible, hide_state_columns
 from dtables.errors import DtablesError, SqlError
 from dtables.ingest.statements import HANDLERS as INGEST_HANDLERS
 from dtables.spark import fs
+from dtables.spark.sessions import rows_frame
 from dtables.sql import catalog_ddl
 from dtables.sql.dialect import Dtables, parse, parse_one, split_statements, to_spark
 from dtables.sql.expressions import CommitTransaction, CreateDynamicTable, SetChangeTracking
@@ -105,8 +107,8 @@ def execute_script(warehouse: Warehouse, text: str) -> Any:
         tree = parse(statement)
         explained = _explain_target(statement)
         if is_dtables_syntax(tree) or (explained is not None and is_dtables_syntax(explained[1])) \
-                or streams.claims(warehouse, tree):
-            pass  # sqlglot parsed it; Spark's parser would not know it
+                or streams.claims(warehouse, tree) or declares_keys(tree):
+            pass  # sqlglot parsed it; Spark's parser would not know it (or, for keys, refuse some of their forms)
         elif tree is None and _dtables_parse_error(statement) is not None:
             raise _dtables_parse_error(statement)  # type: ignore[misc]
         else:
@@ -166,6 +168,9 @@ def execute_statement(warehouse: Warehouse, statement: str, tree: exp.Expr | Non
         described = describe_visible(warehouse, tree, statement)
         if described is not None:
             return described
+        keys = _described_keys(warehouse, tree)
+        if keys:
+            return _describe_with_keys(warehouse, keys, statement)
         visible = hide_state_columns(warehouse, tree)
         if visible is not None:
             tree, statement = visible, to_spark(visible)
@@ -265,7 +270,24 @@ def _drop(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
         if obj["kind"] == "TABLE" and obj["managed"]:
             fs.delete(warehouse.spark, obj["location"])
         warehouse.catalog.forget(obj["name"])
+        KeyStore(warehouse.store).forget_table(obj["name"])
     return result
+
+
+def _described_keys(warehouse: Warehouse, tree: exp.Expr) -> list[KeyConstraint]:
+    """The keys declared on the table a ``DESCRIBE TABLE EXTENDED | FORMATTED t`` names (empty for anything else)."""
+    target = tree.this if isinstance(tree, exp.Describe) else None
+    if not isinstance(target, exp.Table) or (tree.args.get("style") or "").upper() not in ("EXTENDED", "FORMATTED"):
+        return []
+    return KeyStore(warehouse.store).of(normalize(qualified(target.db, target.name)))
+
+
+def _describe_with_keys(warehouse: Warehouse, keys: list[KeyConstraint], statement: str) -> Any:
+    """Spark's answer plus a ``# Constraints`` section listing the declared keys, as Databricks shows them."""
+    warehouse.catalog.ensure_registered([keys[0].table])
+    described = warehouse.spark.sql(statement)
+    rows = [("", "", ""), ("# Constraints", "", "")] + [(k.name, k.definition(), "") for k in keys]
+    return described.unionByName(rows_frame(warehouse.spark, rows, described.schema))
 
 
 def _set_change_tracking(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:

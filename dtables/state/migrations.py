@@ -120,4 +120,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE refresh_history ADD COLUMN pruning TEXT;  -- [{table, at, keys, files, of}], files read of all
     """,
+    # 8: declared keys (PRIMARY KEY, UNIQUE, FOREIGN KEY; see dtables.catalog.constraints): Delta has no place for them.
+    """
+    CREATE TABLE table_keys (
+        table_name         TEXT NOT NULL,     -- normalized `db.name` of the table declaring the key
+        name               TEXT NOT NULL,     -- the constraint's name (given, or made up from table and columns)
+        kind               TEXT NOT NULL,     -- PRIMARY KEY | UNIQUE | FOREIGN KEY
+        columns            TEXT NOT NULL,     -- JSON list of the table's columns, in key order
+        rely               INTEGER NOT NULL,  -- 1: RELY (dtables may use it), 0: NORELY
+        referenced         TEXT,              -- FOREIGN KEY: normalized name of the referenced table
+        referenced_columns TEXT,              -- FOREIGN KEY: JSON list of its columns, paired with `columns`
+        PRIMARY KEY (table_name, name)
+    );
+    """,
 )

@@ -26,6 +26,7 @@ import differentiation as diff
 from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
 from dtables import changes as ch
 from dtables.catalog import quote_column
+from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.change_queries import IntervalSources, plan_view
 from dtables.changes.interval import open_log
@@ -114,7 +115,8 @@ def _view_changes(scope: Warehouse, stream: Stream, spans: dict[str, ch.Interval
         raise StreamError(f"stream {stream.name}: SHOW_INITIAL_ROWS with APPEND_ONLY is supported on tables only")
     stats = {t: ch.change_stats(scope.spark, i) for t, i in spans.items()}
     try:
-        derivative = diff.differentiate(plan, ChangeFormat(stream.mode), stats)
+        derivative = diff.differentiate(plan, ChangeFormat(stream.mode), stats,
+                                        constraints=KeyStore(scope.store).relied_on(list(plan.base_tables())))
     except diff.UnsupportedQuery as e:
         raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from e
     return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))

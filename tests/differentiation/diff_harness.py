@@ -19,6 +19,7 @@ from sqlglot import exp
 from differentiation import (
     ChangeFormat, ChangeStats, build_plan, changes_query, differentiate, snapshot_query,
 )
+from differentiation.constraints import Constraints
 
 _counter = itertools.count()
 
@@ -78,6 +79,7 @@ class ChangeResult:
     end: list[tuple[Any, ...]]
     shape: str
     sql: str
+    plan: str = ""  # the change plan's text
 
 
 class TableSet:
@@ -127,20 +129,21 @@ class TableSet:
         return [tuple(r) for r in self.spark.sql(tree.sql(dialect="spark")).collect()]
 
     def changes(self, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
-                use_stats: bool = True, use_state: bool = False) -> ChangeResult:
+                use_stats: bool = True, use_state: bool = False, constraints: Constraints = Constraints()) -> ChangeResult:
         plan = build_plan(sql, self.schema())
         if use_state:  # a dynamic table's stored previous result: the snapshot at I0 with helper columns
             self.sources.state_view = f"dt_state_{next(_counter)}"
             state = snapshot_query(plan, self.sources, "start", with_state_columns=True)
             self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{self.sources.state_view}` AS {state.sql('spark')}")
-        d = differentiate(plan, information, self.stats() if use_stats else None, state=use_state)
+        d = differentiate(plan, information, self.stats() if use_stats else None, state=use_state,
+                          constraints=constraints)
         if use_state and d.shape != "NO_DATA":
             assert "algebraic" in d.to_text(), "the algebraic aggregate rule did not apply"
         change_sql = changes_query(d, self.sources).sql("spark")
         rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
         start = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "start").sql("spark")).collect()]
         end = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "end").sql("spark")).collect()]
-        return ChangeResult(rows, start, end, d.shape, change_sql)
+        return ChangeResult(rows, start, end, d.shape, change_sql, d.plan.to_text())
 
 
 def apply_changes(start: Sequence[tuple[Any, ...]], changes: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -171,9 +174,9 @@ def check_minimum_delta(changes: Sequence[tuple[Any, ...]]) -> None:
 
 
 def check_oracle(ts: TableSet, sql: str, information: ChangeFormat = ChangeFormat.DEFAULT,
-                 use_stats: bool = True, use_state: bool = False) -> ChangeResult:
+                 use_stats: bool = True, use_state: bool = False, constraints: Constraints = Constraints()) -> ChangeResult:
     """Run the full oracle for `sql` over `ts`; returns the result for further assertions."""
-    res = ts.changes(sql, information, use_stats, use_state)
+    res = ts.changes(sql, information, use_stats, use_state, constraints)
     for snap in (res.start, res.end):
         ids = [r[-1] for r in snap]
         assert len(ids) == len(set(ids)), "row ids are not unique in a snapshot"
