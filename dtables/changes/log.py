@@ -138,6 +138,8 @@ class Commit:
     engine: str | None = None  # commitInfo.engineInfo, e.g. "Apache-Spark/4.2.0 Delta-Lake/4.4.0"
     metadata: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     protocol: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    # commitInfo.operationMetrics (row counts such as numOutputRows, numDeletedRows; strings in the log)
+    metrics: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
 
 class DeltaLog:
@@ -205,7 +207,7 @@ class DeltaLog:
         files: list[FileAction] = []
         change_files: list[FileAction] = []
         metadata = protocol = None
-        ict = operation = engine = None
+        ict = operation = engine = metrics = None
         for line in text.splitlines():
             if not line.strip():
                 continue
@@ -224,7 +226,9 @@ class DeltaLog:
                 ict = action["commitInfo"].get("inCommitTimestamp")
                 operation = action["commitInfo"].get("operation")
                 engine = action["commitInfo"].get("engineInfo")
-        commit = Commit(version, ict, operation, tuple(files), tuple(change_files), engine, metadata, protocol)
+                metrics = action["commitInfo"].get("operationMetrics")
+        commit = Commit(version, ict, operation, tuple(files), tuple(change_files), engine, metadata, protocol,
+                        metrics)
         self._commits[version] = commit
         return commit
 

@@ -31,7 +31,7 @@ from dtables.changes import Interval
 from dtables.changes.sources import differentiation_stats
 from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
-from dtables.dynamic import history
+from dtables.dynamic import history, measure
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
 from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
@@ -272,8 +272,11 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     stored_columns, target_bytes = _stored(session, d)
     action = decide(d, sources, _stats(session, d, sources), at, stored_columns, target_bytes,
                     _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)))
+    # AUTO's cost model may turn an INCREMENTAL into a FULL (dynamic/cost.py); every refresh records its sizes
+    action, measured = measure.with_cost_model(session.spark, store, d, sources, action, target_bytes,
+                                               _location(session, name))
     history.update(store, rid, action=action.action, reason=action.reason, frontier_after=action.frontier_after,
-                   write_kind=action.write)
+                   write_kind=action.write, **measured)
     identities = {n: s.identity for n, s in sources.items()}
     if action.action == Action.NO_DATA:
         defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,

@@ -35,7 +35,9 @@ COLUMNS = (
     ("rows_updated", "bigint"), ("target_version", "bigint"), ("started_at", "timestamp"),
     ("ended_at", "timestamp"), ("state", "string"), ("error", "string"), ("write_kind", "string"),
     ("spark_jobs", "bigint"), ("job_seconds", "double"), ("driver_seconds", "double"), ("bytes_read", "bigint"),
-    ("records_read", "bigint"), ("pruning", "string"),
+    ("records_read", "bigint"), ("pruning", "string"), ("estimate_incremental_s", "double"),
+    ("estimate_full_s", "double"), ("cost_choice", "string"), ("cost_reason", "string"), ("source_bytes", "bigint"),
+    ("change_bytes", "bigint"),
 )
 
 
@@ -67,6 +69,16 @@ class RefreshRecord:
     bytes_read: int | None = None
     records_read: int | None = None
     pruning: str | None = None  # JSON: the snapshot reads narrowed by change keys, files read of all (keys.py)
+    estimate_incremental_s: float | None = None  # AUTO's cost model (dynamic/cost.py): estimates, choice, why
+    estimate_full_s: float | None = None
+    cost_choice: str | None = None
+    cost_reason: str | None = None
+    source_bytes: int | None = None  # what the estimates scale with: sources' bytes, bytes of the changed files
+    change_bytes: int | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        return (self.ended_at - self.started_at).total_seconds() if self.ended_at else None
 
 
 def new_refresh_id() -> str:
@@ -108,7 +120,12 @@ def _record(row: Any) -> RefreshRecord:
         target_version=r["target_version"], started_at=from_iso(r["started_at"]),  # type: ignore[arg-type]
         ended_at=from_iso(r["ended_at"]), state=r["state"], error=r["error"], write_kind=r.get("write_kind"),
         spark_jobs=r.get("spark_jobs"), job_seconds=r.get("job_seconds"), driver_seconds=r.get("driver_seconds"),
-        bytes_read=r.get("bytes_read"), records_read=r.get("records_read"), pruning=r.get("pruning"))
+        bytes_read=r.get("bytes_read"), records_read=r.get("records_read"), pruning=r.get("pruning"),
+        **{k: r.get(k) for k in _COST_FIELDS})
+
+
+_COST_FIELDS = ("estimate_incremental_s", "estimate_full_s", "cost_choice", "cost_reason", "source_bytes",
+                "change_bytes")
 
 
 def records(store: StateStore, name: str | None = None, since: dt.datetime | None = None,
@@ -133,6 +150,13 @@ def latest(store: StateStore, name: str) -> RefreshRecord | None:
     rows = store.query("SELECT * FROM refresh_history WHERE name = ? ORDER BY started_at DESC, rowid DESC LIMIT 1",
                        (normalize(name),))
     return _record(rows[0]) if rows else None
+
+
+def recent(store: StateStore, name: str, where: str, limit: int) -> list[RefreshRecord]:
+    """The newest SUCCEEDED records of one table matching the SQL condition ``where`` (constant text), newest first."""
+    rows = store.query(f"SELECT * FROM refresh_history WHERE name = ? AND state = ? AND ({where}) "
+                       "ORDER BY started_at DESC, rowid DESC LIMIT ?", (normalize(name), RefreshState.SUCCEEDED, limit))
+    return [_record(r) for r in rows]
 
 
 def get(store: StateStore, refresh_id: str) -> RefreshRecord | None:

@@ -133,4 +133,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (table_name, name)
     );
     """,
+    # 9: AUTO's cost model (dtables/dynamic/cost.py): its estimates, choice and reason, and the sizes they scale with.
+    """
+    ALTER TABLE refresh_history ADD COLUMN estimate_incremental_s REAL;  -- estimated seconds of an INCREMENTAL
+    ALTER TABLE refresh_history ADD COLUMN estimate_full_s REAL;         -- estimated seconds of a FULL
+    ALTER TABLE refresh_history ADD COLUMN cost_choice TEXT;     -- INCREMENTAL | FULL (NULL: the model did not decide)
+    ALTER TABLE refresh_history ADD COLUMN cost_reason TEXT;     -- why, e.g. "FULL: 52% of default.lineitem changed"
+    ALTER TABLE refresh_history ADD COLUMN source_bytes INTEGER; -- bytes of the sources at frontier_after
+    ALTER TABLE refresh_history ADD COLUMN change_bytes INTEGER; -- bytes of the data files the interval added/removed
+    """,
 )

@@ -1,0 +1,183 @@
+"""What AUTO's cost model (``dtables.dynamic.cost``) is given before a refresh, read from the sources' Delta logs and
+checksums and the table's refresh history only (no Spark job); and the refresh it turns an INCREMENTAL into.
+
+Rows changed come from each commit's operation metrics (rows a DELETE deleted, an UPDATE updated, a MERGE inserted,
+updated and deleted, a write wrote), which count rows as users see them whatever the files did (a one-row UPDATE
+rewriting a whole file, or marking the row in a deletion vector, is one row); a commit without them counts the rows
+of the files it added and removed. Bytes changed are the sizes of the data files the interval added and removed:
+what the change reads read at most. A source's size is its checksum's (the rows from the file list the checksum
+carries for tables of few files, else estimated from the bytes per row of the changed files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from dtables.changes.log import Commit, DeltaLog, FileAction
+from dtables.dynamic import history
+from dtables.dynamic.cost import CostDecision, CostInputs, CostSettings, Measured, SourceChange, choose
+from dtables.dynamic.definition import Definition
+from dtables.dynamic.errors import DynamicTableError
+from dtables.dynamic.frontier import SourceVersion
+from dtables.dynamic.plan import RefreshAction
+from dtables.dynamic.vocabulary import Action, Write
+from dtables.sql.dynamic_syntax import RefreshMode
+from dtables.state import StateStore
+
+COST_MODEL = "spark.dtables.refresh.costModel"  # false: AUTO tables refresh as their mode chosen at CREATE says
+FULL_FRACTION = "spark.dtables.refresh.costModel.fullFraction"
+MIN_SOURCE_BYTES = "spark.dtables.refresh.costModel.minSourceBytes"
+INCREMENTAL_POINTS = 10  # the incremental refreshes the INCREMENTAL estimate is fitted to (newest)
+
+
+def settings(spark: Any) -> CostSettings | None:
+    """The cost model's settings from the session's Spark conf; None when it is turned off."""
+    if str(spark.conf.get(COST_MODEL, "true")).strip().lower() == "false":
+        return None
+    defaults = CostSettings()
+    try:
+        fraction = float(spark.conf.get(FULL_FRACTION, str(defaults.full_fraction)))
+    except ValueError as e:
+        raise DynamicTableError(f"{FULL_FRACTION} must be a fraction such as 0.5, not "
+                                f"{spark.conf.get(FULL_FRACTION)!r}") from e
+    try:
+        min_bytes = int(spark.conf.get(MIN_SOURCE_BYTES, str(defaults.min_source_bytes)))
+    except ValueError as e:
+        raise DynamicTableError(f"{MIN_SOURCE_BYTES} must be a number of bytes, not "
+                                f"{spark.conf.get(MIN_SOURCE_BYTES)!r}") from e
+    return CostSettings(full_fraction=fraction, min_source_bytes=min_bytes, margin=defaults.margin)
+
+
+def _records(files: list[FileAction]) -> int:
+    return sum(f.num_records or 0 for f in files)
+
+
+def _metric(metrics: Mapping[str, Any], key: str) -> int | None:
+    value = metrics.get(key)
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def commit_rows(commit: Commit) -> tuple[int, int]:
+    """(rows added, rows removed) by one commit, as its operation metrics count them where it has them."""
+    adds = [f for f in commit.files if f.kind == "add" and f.data_change]
+    removes = [f for f in commit.files if f.kind == "remove" and f.data_change]
+    if not adds and not removes:
+        return 0, 0
+    m, op = commit.metrics or {}, (commit.operation or "").upper()
+    if op == "DELETE" and (deleted := _metric(m, "numDeletedRows")) is not None:
+        return 0, deleted
+    if op == "UPDATE" and (updated := _metric(m, "numUpdatedRows")) is not None:
+        return updated, updated
+    if op == "MERGE" and (inserted := _metric(m, "numTargetRowsInserted")) is not None:
+        updated, deleted = _metric(m, "numTargetRowsUpdated") or 0, _metric(m, "numTargetRowsDeleted") or 0
+        return inserted + updated, updated + deleted
+    if (written := _metric(m, "numOutputRows")) is not None:  # WRITE, STREAMING UPDATE, ... AS SELECT
+        return written, _records(removes)  # an overwrite replaces the rows of the files it removed
+    return _records(adds), _records(removes)
+
+
+def _size(log: DeltaLog, version: int) -> tuple[int | None, int | None]:
+    """(bytes, rows or None) of the table at ``version`` from its checksum."""
+    files = log.files_at(version)
+    if files is None:
+        return log.size_at(version), None
+    rows = 0
+    for f in files:
+        if f.num_records is None:
+            return sum(x.size or 0 for x in files), None
+        rows += f.num_records - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
+    return sum(f.size or 0 for f in files), rows
+
+
+def source_change(spark: Any, source: SourceVersion, old: int | None) -> SourceChange:
+    """What changed in ``source`` after version ``old`` (None or not older: nothing), and its size now."""
+    log = DeltaLog(spark, source.location, source.name)
+    size, rows = _size(log, source.version)
+    if old is None or source.version <= old:
+        return SourceChange(source.name, rows=rows, bytes=size)
+    added = removed = added_bytes = removed_bytes = file_rows = 0
+    for version in range(old + 1, source.version + 1):
+        commit = log.commit(version)
+        a, r = commit_rows(commit)
+        added, removed = added + a, removed + r
+        for f in commit.files:
+            if f.data_change and f.kind in ("add", "remove"):
+                if f.kind == "add":
+                    added_bytes += f.size or 0
+                else:
+                    removed_bytes += f.size or 0
+                file_rows += f.num_records or 0
+    if rows is None and size is not None and file_rows and added_bytes + removed_bytes:
+        rows = round(size * file_rows / (added_bytes + removed_bytes))  # the changed files' bytes per row
+    return SourceChange(source.name, added, removed, added_bytes, removed_bytes, rows, size)
+
+
+def past_refreshes(store: StateStore, spark: Any, name: str, location: str | None
+                   ) -> tuple[Measured | None, tuple[Measured, ...]]:
+    """The table's last full computation (seconds, bytes of its sources then plus the table it wrote) and its
+    newest incremental refreshes (seconds, change bytes), from the history."""
+    last_full: Measured | None = None
+    for r in history.recent(store, name, f"write_kind = '{Write.OVERWRITE}'", 1):
+        if r.seconds is None:
+            continue
+        written = DeltaLog(spark, location).size_at(r.target_version) \
+            if location is not None and r.target_version is not None else None
+        scale = r.source_bytes + (written or 0) if r.source_bytes is not None else None
+        last_full = Measured(r.seconds, scale)
+    incrementals = tuple(Measured(r.seconds, r.change_bytes) for r in history.recent(
+        store, name, f"action = '{Action.INCREMENTAL}' AND change_bytes IS NOT NULL", INCREMENTAL_POINTS)
+        if r.seconds is not None)
+    return last_full, incrementals
+
+
+def gather(spark: Any, store: StateStore, d: Definition, sources: Mapping[str, SourceVersion],
+           table_bytes: int | None, location: str | None) -> CostInputs:
+    changes = tuple(source_change(spark, s, d.frontier.get(n) if d.source_identities.get(n) == s.identity else None)
+                    for n, s in sources.items())
+    last_full, incrementals = past_refreshes(store, spark, d.name, location)
+    return CostInputs(changes, table_bytes, last_full, incrementals)
+
+
+def history_fields(inputs: CostInputs, decision: CostDecision | None) -> dict[str, Any]:
+    """The refresh history's cost columns for one refresh."""
+    fields: dict[str, Any] = {"source_bytes": inputs.source_bytes, "change_bytes": inputs.change_bytes}
+    if decision is not None:
+        fields.update(estimate_incremental_s=decision.estimate_incremental_s,
+                      estimate_full_s=decision.estimate_full_s, cost_choice=str(decision.choice),
+                      cost_reason=decision.reason)
+    return fields
+
+
+def full_instead(action: RefreshAction, decision: CostDecision) -> RefreshAction:
+    """The INCREMENTAL ``action`` as the FULL recompute the cost model chose: the same maintained plan (hidden
+    aggregate state included) over the same frontier, overwritten with fresh row ids and state, so the next
+    INCREMENTAL refresh continues from it as from the initial refresh."""
+    changed = action.reason.split("; aggregate groups")[0]
+    return dataclasses.replace(action, action=Action.FULL, write=Write.OVERWRITE, shape=None, derivative=None,
+                               reason=f"AUTO cost model: {decision.reason}; {changed}")
+
+
+def with_cost_model(spark: Any, store: StateStore, d: Definition, sources: Mapping[str, SourceVersion],
+                    action: RefreshAction, table_bytes: int | None, location: str | None
+                    ) -> tuple[RefreshAction, dict[str, Any]]:
+    """``action``, turned FULL when it is an AUTO table's INCREMENTAL refresh and the cost model says FULL is
+    cheaper, with the history fields recording what was measured and decided. Measuring never fails a refresh: a
+    log that cannot be read leaves the action as it was (the refresh itself then says what is wrong)."""
+    if action.action == Action.NO_DATA:
+        return action, {}
+    deciding = d.refresh_mode == RefreshMode.AUTO and action.action == Action.INCREMENTAL
+    model = settings(spark) if deciding else None
+    try:
+        inputs = gather(spark, store, d, sources, table_bytes, location)
+    except Exception as e:  # noqa: BLE001 - the cost model is advice; the refresh goes on without it
+        return action, ({"cost_reason": f"INCREMENTAL: cost model skipped ({e})"} if model is not None else {})
+    if model is None:
+        return action, history_fields(inputs, None)
+    decision = choose(inputs, model)
+    fields = history_fields(inputs, decision)
+    return (full_instead(action, decision) if decision.choice == Action.FULL else action), fields

@@ -1,0 +1,117 @@
+"""AUTO's cost model (dtables/dynamic/cost.py) on synthetic measurements: each rule, the thresholds, no history."""
+
+from __future__ import annotations
+
+import pytest
+
+from dtables.dynamic.cost import (
+    CostInputs,
+    CostSettings,
+    Measured,
+    SourceChange,
+    choose,
+    estimate_full,
+    estimate_incremental,
+    fit_incremental,
+)
+from dtables.dynamic.vocabulary import Action
+
+MB = 1024 * 1024
+BIG = 1024 * MB  # sources above the size under which AUTO never switches
+
+
+def lineitem(rows_added: int = 0, rows_removed: int = 0, *, rows: int | None = 1_000_000, size: int | None = BIG,
+             change_bytes: int = 0) -> SourceChange:
+    return SourceChange("default.lineitem", rows_added, rows_removed, change_bytes, 0, rows, size)
+
+
+def test_half_of_a_source_changed_chooses_full_even_without_history() -> None:
+    d = choose(CostInputs((lineitem(rows_removed=520_000, rows_added=520_000), SourceChange("default.orders", bytes=BIG))))
+    assert (d.choice, d.reason) == (Action.FULL, "FULL: 52% of default.lineitem changed")
+    assert (d.estimate_incremental_s, d.estimate_full_s) == (None, None)
+
+
+@pytest.mark.parametrize("changed, choice", [(499_999, Action.INCREMENTAL), (500_000, Action.FULL)])
+def test_fraction_threshold(changed: int, choice: Action) -> None:
+    assert choose(CostInputs((lineitem(rows_added=changed),))).choice == choice  # 1M rows now: half of after
+
+
+def test_threshold_is_a_setting() -> None:
+    inputs = CostInputs((lineitem(rows_removed=100_000),))  # 10% of the rows before went
+    assert choose(inputs).choice == Action.INCREMENTAL
+    d = choose(inputs, CostSettings(full_fraction=0.05))
+    assert (d.choice, d.reason) == (Action.FULL, "FULL: 9% of default.lineitem changed")  # of the 1.1M before
+
+
+def test_fraction_by_bytes_when_rows_are_unknown() -> None:
+    d = choose(CostInputs((SourceChange("default.t", bytes_added=600 * MB, bytes=BIG),)))
+    assert (d.choice, d.reason) == (Action.FULL, "FULL: 59% of default.t changed")
+    assert SourceChange("default.t", bytes_added=1).fraction() is None  # size unknown: no ratio, no FULL
+    assert choose(CostInputs((SourceChange("default.t", rows_added=10**9),))).choice == Action.INCREMENTAL
+
+
+def test_no_history_stays_incremental_and_says_so() -> None:
+    d = choose(CostInputs((lineitem(rows_added=1000),)))
+    assert d.choice == Action.INCREMENTAL
+    assert d.reason == "INCREMENTAL: no incremental refresh measured yet; 0% of default.lineitem changed"
+
+
+def test_small_sources_never_switch() -> None:
+    inputs = CostInputs((lineitem(rows_added=900, rows=1000, size=MB),), last_full=Measured(1.0, MB),
+                        incrementals=(Measured(30.0, 10),))
+    d = choose(inputs)
+    assert d.choice == Action.INCREMENTAL and "under the 16.0 MB below which AUTO does not switch" in d.reason
+    assert d.estimate_full_s == 1.0 and d.estimate_incremental_s is not None  # still estimated, for the record
+    assert choose(inputs, CostSettings(min_source_bytes=0)).choice == Action.FULL
+
+
+def test_full_estimate_scales_with_sources_and_table() -> None:
+    inputs = CostInputs((lineitem(size=300 * MB),), table_bytes=100 * MB, last_full=Measured(10.0, 200 * MB))
+    assert estimate_full(inputs) == pytest.approx(20.0)
+    assert estimate_full(CostInputs((lineitem(size=None),), last_full=Measured(10.0, 200 * MB))) == 10.0
+    assert estimate_full(CostInputs((lineitem(),))) is None
+
+
+def test_incremental_fit_fixed_plus_rate() -> None:
+    points = (Measured(3.0, 200 * MB), Measured(2.0, 100 * MB), Measured(1.0, 0))
+    fixed, rate = fit_incremental(points, None) or (0, 0)
+    assert fixed == pytest.approx(1.0) and rate * MB == pytest.approx(0.01)
+    inputs = CostInputs((lineitem(change_bytes=400 * MB),), incrementals=points)
+    assert estimate_incremental(inputs) == pytest.approx(5.0)
+
+
+def test_incremental_fit_clips_to_non_negative() -> None:
+    assert fit_incremental((Measured(2.0, 10), Measured(1.0, 20)), None) == (1.5, 0.0)  # bigger was faster
+    fixed, rate = fit_incremental((Measured(1.0, 100), Measured(3.0, 200)), None) or (1, 1)  # line crosses below 0
+    assert fixed == 0.0 and rate == pytest.approx(700 / 50_000)
+    assert fit_incremental((), 1.0) is None and fit_incremental((Measured(1.0, None),), 1.0) is None
+
+
+def test_one_incremental_point_borrows_the_full_rate() -> None:
+    # FULL: 10 s for 1000 MB, i.e. 0.01 s per MB; the one incremental refresh took 2 s for 100 MB: 1 s fixed
+    inputs = CostInputs((lineitem(change_bytes=300 * MB),), last_full=Measured(10.0, 1000 * MB),
+                        incrementals=(Measured(2.0, 100 * MB),))
+    assert estimate_incremental(inputs) == pytest.approx(4.0)
+
+
+def test_estimates_decide_with_a_margin_for_incremental() -> None:
+    def decide(inc_seconds: float) -> tuple[Action, str]:
+        d = choose(CostInputs((lineitem(rows_added=10, size=BIG),), last_full=Measured(10.0, BIG),
+                              incrementals=(Measured(inc_seconds, 0),)))
+        return d.choice, d.reason
+
+    assert decide(0.8) == (Action.INCREMENTAL, "INCREMENTAL: est. 0.8 s against FULL 10.0 s")
+    assert decide(10.9)[0] == Action.INCREMENTAL  # FULL not 10% cheaper: stays INCREMENTAL
+    assert decide(12.0) == (Action.FULL, "FULL: est. 10.0 s against INCREMENTAL 12.0 s")
+
+
+def test_incremental_without_a_measured_full() -> None:
+    d = choose(CostInputs((lineitem(rows_added=10),), incrementals=(Measured(1.0, 0),)))
+    assert d.choice == Action.INCREMENTAL and d.estimate_full_s is None
+    assert d.reason.startswith("INCREMENTAL: est. 1.0 s, no full refresh measured")
+
+
+def test_unchanged_sources_do_not_count() -> None:
+    quiet = SourceChange("default.small", rows=10, bytes=BIG)
+    assert quiet.fraction() == 0.0 and not quiet.changed
+    assert choose(CostInputs((quiet, lineitem(rows_added=1)))).choice == Action.INCREMENTAL
