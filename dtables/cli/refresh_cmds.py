@@ -14,7 +14,7 @@ from dtables.cli.app import JsonOption, ProfileOption, ProjectOption, app, conso
     print_dataframe, print_rows, project_session
 from scheduler.vocabulary import RefreshState
 
-PLAN_COLUMNS = ["kind", "name", "status", "refresh", "why"]
+PLAN_COLUMNS = ["kind", "name", "status", "refresh", "why", "estimate"]
 
 
 def _plan(project: Path, profile: Optional[str]):  # type: ignore[no-untyped-def]
@@ -34,7 +34,8 @@ def plan(
     """Show what apply would do: each table new, changed, unchanged or removed, and how it refreshes."""
     with failing_cleanly():
         session, spec, changes = _plan(project, profile)
-        print_rows(PLAN_COLUMNS, [[c.kind, c.name, c.status, c.refresh, c.reason] for c in changes], as_json)
+        print_rows(PLAN_COLUMNS, [[c.kind, c.name, c.status, c.refresh, c.reason, c.estimate] for c in changes],
+                   as_json)
         if do_apply:
             _apply(session, spec, changes)
 
@@ -51,8 +52,8 @@ def apply(project: Path = ProjectOption, profile: Optional[str] = ProfileOption)
     """Make the warehouse match the project folder."""
     with failing_cleanly():
         session, spec, changes = _plan(project, profile)
-        print_rows(PLAN_COLUMNS, [[c.kind, c.name, c.status, c.refresh, c.reason] for c in changes
-                                  if c.status != "UNCHANGED"], False)
+        print_rows(PLAN_COLUMNS[:-1], [[c.kind, c.name, c.status, c.refresh, c.reason] for c in changes
+                                       if c.status != "UNCHANGED"], False)
         _apply(session, spec, changes)
 
 
@@ -97,7 +98,8 @@ def history(
         session = project_session(project, profile)
         df = session.history(name, dt.datetime.fromisoformat(since) if since else None)
         keep = [c for c in ("name", "refresh_id", "trigger", "action", "state", "data_timestamp",
-                            "rows_inserted", "rows_deleted", "rows_updated", "target_version", "reason", "error")
+                            "rows_inserted", "rows_deleted", "rows_updated", "target_version", "reason", "cost_reason",
+                            "error")
                 if c in df.columns]
         print_dataframe(df.select(*keep) if not as_json else df, as_json)
     _ = json

@@ -265,16 +265,20 @@ SHOW_COLUMNS = ("name string, target_lag string, refresh_mode string, refresh_mo
                 "last_refresh_action string, last_refresh_state string, last_refresh_at string, "
                 "comment string, created_on string, text string, last_refresh_write string, "
                 "last_refresh_seconds double, last_refresh_spark_jobs bigint, last_refresh_job_seconds double, "
-                "last_refresh_driver_seconds double, last_refresh_bytes_read bigint")
+                "last_refresh_driver_seconds double, last_refresh_bytes_read bigint, last_refresh_cost_choice string, "
+                "last_refresh_cost_reason string, last_refresh_estimate_incremental_s double, "
+                "last_refresh_estimate_full_s double")
 
 
 def _cost(record: history.RefreshRecord | None) -> tuple[Any, ...]:
-    """Where the last refresh spent its time (the SHOW columns after ``text``)."""
+    """Where the last refresh spent its time, and what AUTO's cost model chose for it and why, with its estimates
+    (the SHOW columns after ``text``)."""
     if record is None:
-        return (None,) * 6
+        return (None,) * 10
     seconds = (record.ended_at - record.started_at).total_seconds() if record.ended_at else None
     return (record.write_kind, seconds, record.spark_jobs, record.job_seconds, record.driver_seconds,
-            record.bytes_read)
+            record.bytes_read, record.cost_choice, record.cost_reason, record.estimate_incremental_s,
+            record.estimate_full_s)
 
 
 def show(session: Warehouse, tree: exp.Expr, statement: str) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 import differentiation as diff
 from dtables.dynamic import definition as defs
 from dtables.dynamic.definition import qualify_sources, query_sql
+from dtables.dynamic.measure import estimate_next
 from dtables.project.config import ProjectError
 from dtables.project.loader import DynamicTableSpec, Project
 from dtables.project.seeds import seed_frame
@@ -30,6 +31,7 @@ class PlannedChange:
     status: str          # NEW | CHANGED | UNCHANGED | REMOVED
     refresh: str = ""    # INCREMENTAL | FULL (dynamic tables)
     reason: str = ""     # why that refresh mode, or what changed
+    estimate: str = ""   # AUTO's cost model on the next refresh of an existing table (dtables.dynamic.measure)
 
 
 def _normalized_query(query: str) -> str:
@@ -79,7 +81,8 @@ def plan_project(session: Any, project: Project) -> tuple[PlannedChange, ...]:
             continue
         changed = _what_changed(spec, stored)
         out.append(PlannedChange("dynamic table", name, CHANGED if changed else UNCHANGED, mode,
-                                 f"{changed}; {why}" if changed else why))
+                                 f"{changed}; {why}" if changed else why,
+                                 "" if changed else estimate_next(session, name)))
     wanted = {d.name for d in project.dynamic_tables}
     for stored in defs.load_all(session.store):
         if stored.name not in wanted:

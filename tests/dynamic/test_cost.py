@@ -115,3 +115,24 @@ def test_unchanged_sources_do_not_count() -> None:
     quiet = SourceChange("default.small", rows=10, bytes=BIG)
     assert quiet.fraction() == 0.0 and not quiet.changed
     assert choose(CostInputs((quiet, lineitem(rows_added=1)))).choice == Action.INCREMENTAL
+
+
+def test_history_rows_written_before_the_cost_columns_stay_readable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    from dtables.dynamic import history
+    from dtables.state import StateStore
+    from dtables.state.migrations import MIGRATIONS
+
+    path = tmp_path / "s.sqlite"
+    old = StateStore(path, MIGRATIONS[:8])  # a store from before migration 9
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    history.start(old, "default.t", "r1", "MANUAL", at, {"default.s": 1})
+    old.execute("UPDATE refresh_history SET state = 'SUCCEEDED', action = 'INCREMENTAL', write_kind = 'MERGE', "
+                "ended_at = started_at WHERE refresh_id = 'r1'")
+    store = StateStore(path)
+    [record] = history.records(store, "default.t")
+    assert (record.action, record.cost_choice, record.estimate_full_s, record.change_bytes) == (
+        "INCREMENTAL", None, None, None)
+    history.update(store, "r1", cost_choice="FULL", estimate_full_s=1.5, change_bytes=10)
+    assert history.recent(store, "default.t", "change_bytes IS NOT NULL", 5)[0].estimate_full_s == 1.5
