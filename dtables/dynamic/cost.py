@@ -4,8 +4,9 @@
 sizes of the sources and of the table, and the table's own measured refreshes) to a ``CostDecision``. The executor
 gathers the inputs (``dtables.dynamic.measure``) and records the decision in the refresh history. Rules, in order:
 
-1. sources smaller in total than ``min_source_bytes``: INCREMENTAL (both cost their fixed overhead; timings of
-   such refreshes are noise, and flipping between the two would only make the table's behaviour harder to follow);
+1. sources smaller in total than ``min_source_bytes``, or of unknown size (no Delta checksum): INCREMENTAL (small
+   refreshes both cost their fixed overhead, their timings are noise, and flipping between the two would only make
+   the table's behaviour harder to follow);
 2. a change touching at least ``full_fraction`` of one source's rows: FULL ("FULL: 52% of default.lineitem
    changed"): each join term of the derivative then reads about as much as the query itself;
 3. both estimates known: FULL when ``FULL * (1 + margin) < INCREMENTAL``, else INCREMENTAL;
@@ -170,7 +171,10 @@ def choose(inputs: CostInputs, settings: CostSettings = CostSettings()) -> CostD
         return CostDecision(choice, inc, full, reason)
 
     total = inputs.source_bytes
-    if total is not None and total < settings.min_source_bytes:
+    if total is None:  # without a checksum there is nothing to scale by: no switching on guesses
+        unknown = next(s.name for s in inputs.sources if s.bytes is None)
+        return decision(Action.INCREMENTAL, f"INCREMENTAL: the size of {unknown} is unknown (no Delta checksum)")
+    if total < settings.min_source_bytes:
         return decision(Action.INCREMENTAL, f"INCREMENTAL: the sources hold {_size(total)}, under the "
                                             f"{_size(settings.min_source_bytes)} below which AUTO does not switch")
     fractions = [(f, s.name) for s in inputs.sources if s.changed and (f := s.fraction()) is not None]

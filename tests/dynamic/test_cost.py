@@ -47,7 +47,9 @@ def test_fraction_by_bytes_when_rows_are_unknown() -> None:
     d = choose(CostInputs((SourceChange("default.t", bytes_added=600 * MB, bytes=BIG),)))
     assert (d.choice, d.reason) == (Action.FULL, "FULL: 59% of default.t changed")
     assert SourceChange("default.t", bytes_added=1).fraction() is None  # size unknown: no ratio, no FULL
-    assert choose(CostInputs((SourceChange("default.t", rows_added=10**9),))).choice == Action.INCREMENTAL
+    d = choose(CostInputs((SourceChange("default.t", rows_added=10**9),)))
+    assert (d.choice, d.reason) == (Action.INCREMENTAL, "INCREMENTAL: the size of default.t is unknown (no Delta "
+                                                        "checksum)")
 
 
 def test_no_history_stays_incremental_and_says_so() -> None:
