@@ -44,6 +44,7 @@ def test_a_column_list_names_duplicate_outputs_and_a_missing_one_is_a_clear_erro
     assert rs.sql("SELECT * FROM starred").columns == ["x", "y"]
 
 
+@pytest.mark.slow  # 20 s; positions and reserved names stay in the default suite
 def test_unnamed_expressions_are_named_as_spark_shows_them(rs: Any) -> None:
     query = "SELECT i, sum(i), count(*) FROM base_s GROUP BY i"
     rs.sql(f"CREATE DYNAMIC TABLE agg1 TARGET_LAG = '1 hour' AS {query}")

@@ -46,6 +46,7 @@ def _manual_actions(session: Any) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow  # 34 s; `make demo` runs the same project
 def test_retail_demo_end_to_end(spark, tmp_path):
     _module("retail_demo").main(tmp_path, spark=spark)
     session = connect_project(tmp_path / "retail", spark=spark)

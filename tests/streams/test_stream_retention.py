@@ -48,6 +48,7 @@ def _properties(dt: Any, table: str) -> dict[str, str]:
             if "etention" in r["key"]}
 
 
+@pytest.mark.slow  # 63 s; the other retention tests of this file stay in the default suite
 def test_sql_vacuum_keeps_stream_frontier_plain_delta_vacuum_makes_it_stale(dt: Any, conf: Any) -> None:
     conf({**NO_SAFETY_CHECK, "dtables.stream.max_retention": "2 hours"})
     dt.sql("CREATE TABLE src (id INT, v STRING)")

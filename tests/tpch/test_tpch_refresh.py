@@ -53,6 +53,7 @@ def _run(session: Any, data: Path, numbers: str, tables: tuple[str, ...] = tuple
             dynamic.check(session, q, q.name)
 
 
+@pytest.mark.slow  # 53 s; the slow run covers all 22 queries, test_declared_keys the RF1/RF2 shapes
 def test_tpch_equality_after_refresh_functions(connect: Any, tpch_data: Path) -> None:
     _run(connect(), tpch_data, FAST, FAST_TABLES)
 
