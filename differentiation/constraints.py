@@ -72,7 +72,7 @@ class Constraints:
         return False
 
 
-def _equalities(condition: exp.Expr | None) -> list[tuple[str, str]]:
+def equalities(condition: exp.Expr | None) -> list[tuple[str, str]]:
     """``a = b`` conjuncts of a join condition between two bare columns (``<=>`` is left out: NULLs match there)."""
     if condition is None:
         return []
@@ -81,7 +81,8 @@ def _equalities(condition: exp.Expr | None) -> list[tuple[str, str]]:
             if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)]
 
 
-def _passed(project: Project, column: str) -> str | None:
+def passed_through(project: Project, column: str) -> str | None:
+    """The input column an output of ``project`` passes through unchanged (None when it is computed)."""
     expr = dict(project.outputs)[column].expr
     return expr.name if isinstance(expr, exp.Column) else None
 
@@ -94,7 +95,7 @@ def value_origin(node: Node, column: str) -> Origin | None:
     if isinstance(node, (Filter, Distinct)):
         return value_origin(node.child, column)
     if isinstance(node, Project):
-        source = _passed(node, column)
+        source = passed_through(node, column)
         return None if source is None else value_origin(node.child, source)
     if isinstance(node, Aggregate):
         key = dict(node.keys).get(column)
@@ -114,7 +115,7 @@ def keyed_origin(node: Node, column: str, changed: frozenset[str]) -> Origin | N
     if isinstance(node, Filter):
         return keyed_origin(node.child, column, changed)
     if isinstance(node, Project):
-        source = _passed(node, column)
+        source = passed_through(node, column)
         return None if source is None else keyed_origin(node.child, source, changed)
     if isinstance(node, Join) and node.kind in ("inner", "cross", "semi", "anti"):
         mine, other = (node.left, node.right) if column in node.left.columns() else (node.right, node.left)
@@ -131,10 +132,10 @@ def referenced_side(join: Join, constraints: Constraints, changed: frozenset[str
     foreign key from the other side F on the join's equalities; None when there is none."""
     if join.kind != "inner" or not constraints:
         return None
-    equalities = _equalities(join.condition.expr if join.condition is not None else None)
+    pairs_on = equalities(join.condition.expr if join.condition is not None else None)
     for p_side, f_side, name in ((join.left, join.right, "left"), (join.right, join.left, "right")):
         pairs = set()
-        for a, b in equalities:
+        for a, b in pairs_on:
             if a in f_side.columns():
                 a, b = b, a
             if a not in p_side.columns() or b not in f_side.columns():

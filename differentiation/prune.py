@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from differentiation.constraints import equalities, passed_through
 from differentiation.delta_nodes import ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, Restrict, Snapshot, Sum
 from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Node, Project, UnionAll, Window
 from differentiation.rewrite import map_children
@@ -38,26 +39,8 @@ class PruneSite:
     column: str
 
 
-def _equalities(condition: exp.Expr | None) -> list[tuple[str, str]]:
-    """Column = column conjuncts of a join condition, as name pairs."""
-    if condition is None:
-        return []
-    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
-    pairs = []
-    for c in conjuncts:
-        if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
-            pairs.append((c.this.name, c.expression.name))
-    return pairs
-
-
 def _base(scan_alias: str, column: str) -> str:
     return column[len(scan_alias) + 1:]
-
-
-def _renamed(project: Project, column: str) -> str | None:
-    """The input column an output of `project` passes through unchanged (None when it is computed)."""
-    expr = dict(project.outputs)[column].expr
-    return expr.name if isinstance(expr, exp.Column) else None
 
 
 def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
@@ -73,7 +56,7 @@ def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] |
     if isinstance(node, Generate):
         return _change_reads(node.child, column) if column in node.child.columns() else None
     if isinstance(node, Project):
-        source = _renamed(node, column)
+        source = passed_through(node, column)
         return None if source is None else _change_reads(node.child, source)
     if isinstance(node, Join):
         side = node.left if column in node.left.columns() else node.right
@@ -106,7 +89,7 @@ def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | Non
     if isinstance(node, (Filter, Distinct, Restrict)):
         return down(node.child, column)
     if isinstance(node, Project):
-        source = _renamed(node, column)
+        source = passed_through(node, column)
         return None if source is None else down(node.child, source)
     if isinstance(node, Aggregate):
         keys = dict(node.keys)
@@ -156,7 +139,7 @@ def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
         return []
     delta, state = (join.left, join.right) if join.left.is_delta else (join.right, join.left)
     sites = []
-    for a, b in _equalities(join.condition.expr if join.condition is not None else None):
+    for a, b in equalities(join.condition.expr if join.condition is not None else None):
         if a in state.columns():
             a, b = b, a
         if a not in delta.columns() or b not in state.columns():

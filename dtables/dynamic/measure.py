@@ -18,9 +18,10 @@ from typing import Any
 from dtables.changes.log import Commit, DeltaLog, FileAction
 from dtables.dynamic import history
 from dtables.dynamic.cost import CostDecision, CostInputs, CostSettings, Measured, SourceChange, choose
+from dtables.dynamic import definition as defs
 from dtables.dynamic.definition import Definition
 from dtables.dynamic.errors import DynamicTableError
-from dtables.dynamic.frontier import SourceVersion
+from dtables.dynamic.frontier import SourceVersion, describe_version
 from dtables.dynamic.plan import RefreshAction
 from dtables.dynamic.vocabulary import Action, Write
 from dtables.sql.dynamic_syntax import RefreshMode
@@ -189,10 +190,6 @@ def estimate_next(session: Any, name: str) -> str:
     """What AUTO's cost model would choose for the next refresh of ``name`` if it ran now, in words, for ``dtables
     plan`` (sources at their latest versions; logs and history only). Empty for a table the model does not decide
     for (REFRESH_MODE = INCREMENTAL or FULL, AUTO that chose FULL, not yet refreshed, or the model turned off)."""
-    from dtables.changes.log import DeltaLog
-    from dtables.dynamic import definition as defs
-    from dtables.dynamic.frontier import describe_version
-
     d = defs.load(session.store, name)
     model = settings(session.spark)
     if d is None or model is None or d.refresh_mode != RefreshMode.AUTO or not d.initialized \
