@@ -51,6 +51,7 @@ from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
+from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     CHANGE_TYPE,
     FILE,
@@ -229,19 +230,45 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False) 
 
     ``read_once``: when the read picks a few rows out of whole files by their deletion vectors (a DELETE with
     vectors writes no change data), compute it here in one Spark job (a local checkpoint) rather than at each of
-    the places a derivative reads it, each of which would scan those files again.
+    the places a derivative reads it, each of which would scan those files again; later refreshes that read the
+    same interval read that checkpoint (``shared_reads``).
     """
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
-    df = _redundant_delta(spark, plan)
-    return df.localCheckpoint(eager=True) if read_once and _picks_rows(spark, plan) else df
+    if not (read_once and _picks_rows(spark, plan)):
+        return _redundant_delta(spark, plan)
+    # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
+    key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
+           plan.interval.end_version, change_data_files(spark))
+    return read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
+
+
+def _rows_read(spark: Any, plan: ChangePlan) -> int:
+    """At most the data-file rows a read that picks rows by deletion vector holds: every row its vectors mark,
+    plus every row of the files it reads whole (a file without a count is taken as too many). Rows from change
+    data files are not counted: they hold only the rows the interval's DML deleted or replaced."""
+    total = 0
+    for scan in _data_scans(spark, plan):
+        picked = {r.path: r for r in scan.row_filters if r.selective}
+        for f in scan.files:
+            r = picked.get(f.path)
+            if r is not None:
+                total += r.only.cardinality if r.only is not None else 0
+            else:
+                total += f.num_records if f.num_records is not None else 1 << 40
+    return total
 
 
 def _picks_rows(spark: Any, plan: ChangePlan) -> bool:
     """Whether the read scans files for only the rows their deletion vectors newly mark (or revive)."""
+    return any(r.selective for scan in _data_scans(spark, plan) for r in scan.row_filters)
+
+
+def _data_scans(spark: Any, plan: ChangePlan) -> tuple[FileScan, ...]:
+    """The scans of data files the redundant delta reads (the removed side comes from change data when it can)."""
     from_change_data = plan.removed is not None and plan.added is not None and plan.change_files is not None \
         and change_data_files(spark)
     scans = (plan.added,) if from_change_data else (plan.removed, plan.added)
-    return any(r.selective for scan in scans if scan is not None for r in scan.row_filters)
+    return tuple(scan for scan in scans if scan is not None)
 
 
 def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:

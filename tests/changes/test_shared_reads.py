@@ -1,0 +1,80 @@
+"""A change read that picks rows by deletion vector is computed once per application and interval, then read by
+every later refresh of that interval (``dtables.changes.shared_reads``), from any session."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from dtables.changes import Bound, redundant_delta, resolve_interval
+from dtables.changes import shared_reads
+from dtables.spark.jobs import SparkWork
+
+VECTORS = "delta.enableChangeDataFeed = true, delta.enableRowTracking = true, delta.enableDeletionVectors = true"
+
+
+def _rows(df: Any) -> Counter[tuple[Any, ...]]:
+    return Counter((r["k"], r["v"], r["__action"], r["__row_id"]) for r in df.collect())
+
+
+def _read(spark: Any, table: str, start: int, end: int) -> tuple[Any, int]:
+    interval = resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
+    with SparkWork(spark, "read") as work:
+        df = redundant_delta(spark, interval, read_once=True)
+    assert work.cost.jobs is not None
+    return df, work.cost.jobs
+
+
+@pytest.fixture
+def deleted(spark: Any, make_table: Any, run: Any) -> str:
+    """A table with vectors: 200 rows in one file (version 1), then scattered DELETEs (versions 2 and 3), which
+    write no change data: their rows are picked out of the file by row index."""
+    table = make_table("k INT, v STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING) FROM range(200)",
+        "DELETE FROM {t} WHERE k % 10 = 3", "DELETE FROM {t} WHERE k % 10 = 7")
+    yield table
+    shared_reads.forget_all(spark)
+
+
+def test_a_second_read_of_the_interval_runs_no_job_even_from_another_session(spark: Any, deleted: str):
+    first, jobs = _read(spark, deleted, 1, 2)
+    assert jobs >= 1  # the checkpoint is computed here
+    expected = _rows(first)
+    assert len(expected) == 20 and {a for _, _, a, _ in expected} == {"DELETE"}
+    other = spark.newSession()  # a refresh's clone: its own settings and temp views, the same application
+    again, jobs = _read(other, deleted, 1, 2)
+    assert jobs == 0
+    assert _rows(again) == expected
+    # Another interval of the same table is its own read: it holds both DELETEs, computed anew.
+    both, jobs = _read(other, deleted, 1, 3)
+    assert jobs >= 1 and len(_rows(both)) == 40 and expected <= _rows(both)
+
+
+def test_reads_are_not_kept_when_switched_off_or_too_many_rows(spark: Any, deleted: str, monkeypatch: Any):
+    spark.conf.set(shared_reads.SHARED_READS, "false")
+    try:
+        _, first = _read(spark, deleted, 1, 2)
+        _, second = _read(spark, deleted, 1, 2)
+        assert first >= 1 and second >= 1
+    finally:
+        spark.conf.unset(shared_reads.SHARED_READS)
+    spark.conf.set(shared_reads.SHARED_READS_MAX_ROWS, "19")  # the read holds 20 rows (bounded by the vector)
+    try:
+        _, first = _read(spark, deleted, 1, 2)
+        _, second = _read(spark, deleted, 1, 2)
+        assert first >= 1 and second >= 1
+    finally:
+        spark.conf.unset(shared_reads.SHARED_READS_MAX_ROWS)
+
+
+def test_the_least_recently_used_read_is_dropped_past_the_limit(spark: Any, deleted: str, monkeypatch: Any):
+    monkeypatch.setattr(shared_reads, "MAX_KEPT", 1)
+    _read(spark, deleted, 1, 2)
+    [kept] = shared_reads._kept.values()
+    _read(spark, deleted, 2, 3)
+    assert kept not in shared_reads._kept.values()
+    assert not spark.catalog.tableExists(f"global_temp.{kept}")
+    _, jobs = _read(spark, deleted, 1, 2)  # computed again
+    assert jobs >= 1
