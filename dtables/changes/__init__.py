@@ -32,10 +32,12 @@ Cost: proportional to the rows of the files the interval touched, not to the row
 copy-on-write a scattered 0.1% update rewrites most files, and the read then scans those files twice (still a
 fraction of the naive way, which shuffles both whole snapshots); clustered changes touch few files and cost little.
 
-The engine's change reads (``redundant_delta``) go further: the rows that DELETE/UPDATE/MERGE removed or replaced
-are read from the change data (``cdc``) files those commits wrote, which carry the row ids, instead of from the
-removed data files, and files a DELETE rewrote from older files are not read (they hold copies only); see
-``shapes._change_data``.
+Change reads of DEFAULT format go further where the interval both removed and added files: they run commit by
+commit (``commits``). A commit that wrote change data (``cdc``: UPDATE, DELETE, MERGE) is read from those files
+alone, deletes and update pre- and postimages with their row ids, so a copy-on-write UPDATE reads none of the files
+it rewrote; appends are read from their files, deletes without change data (deletion vectors, whole partitions)
+for the rows they removed. A commit none of these fits makes the read fall back to the data files, and the plan
+(EXPLAIN) names it.
 
 Deletion vectors (on by default for tables dtables creates, ``spark.dtables.deletionVectors``): a data file's rows
 then depend on the version, so a direct parquet read leaves out the rows the file's vector marks at that end of the

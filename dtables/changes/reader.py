@@ -10,16 +10,17 @@ net-added files, as at the end). One full outer join on the id classifies every 
 - removed side only          -> DELETE;   added side only -> INSERT (inserted, possibly updated later: one INSERT).
 
 ADDED_ONLY and REMOVED_ONLY skip the join (paper 4.2); NO_DATA returns an empty frame without a Spark job. Where
-the interval's DML wrote change data (``shapes._change_data``), the removed side is read from those files and
-holds only the rows that were deleted or replaced, and added files holding only DELETE's copies are not read.
+the plan reads the interval commit by commit (``commits``: change data where the commits wrote it, appends' files,
+the rows deletes without change data removed), the two sides of the join come from there (``_commit_sides``)
+instead of from the net removed and added files: no copy and no file a commit with change data wrote is read.
 
 Commit metadata of a change row. INSERT: ``METADATA$COMMIT_VERSION`` is the row's row-commit version, i.e. the
 commit that produced this row state (its insert or its last update). DELETE of an updated row: the version of its
 INSERT half (the update that replaced it). DELETE of a deleted row: the commit that deleted it when its row came
-from Delta's change data files (the usual case, see ``_change_data_sides``); otherwise the first commit of the
-interval that removed the data file holding the row at the interval start (with copy-on-write that commit may
-have rewritten the file and kept the row, deleting it only later, so this is the earliest commit that could
-have deleted it).
+from Delta's change data files or was read commit by commit (the usual case, see ``_commit_sides``); otherwise
+the first commit of the interval that removed the data file holding the row at the interval start (with
+copy-on-write that commit may have rewritten the file and kept the row, deleting it only later, so this is the
+earliest commit that could have deleted it).
 ``METADATA$COMMIT_TIMESTAMP`` is that commit's timestamp (Delta's time-travel timestamp of the version).
 
 ROW_ID is ``md5(<Delta table id> ':' <row-tracking id>)``: opaque, stable across updates (Delta preserves the
@@ -128,9 +129,11 @@ def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
     )
 
 
-def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: list[str]) -> DataFrame:
+def _minimize(plan: ChangePlan, removed: DataFrame, added: DataFrame, columns: list[str],
+              removed_version: Column | None = None) -> DataFrame:
     row = lambda: F.struct(*[F.col(quote_column(c)) for c in columns])  # noqa: E731
-    old = removed.select(row().alias("o_row"), F.col(RID).alias("o_rid"), _removed_at(plan).alias("o_ver"))
+    version = _removed_at(plan) if removed_version is None else removed_version
+    old = removed.select(row().alias("o_row"), F.col(RID).alias("o_rid"), version.alias("o_ver"))
     new = added.select(row().alias("n_row"), F.col(RID).alias("n_rid"), F.col(RCV).alias("n_ver"))
     joined = old.join(new, F.col("o_rid") == F.col("n_rid"), "full_outer")
     both = F.col("o_rid").isNotNull() & F.col("n_rid").isNotNull()
@@ -172,7 +175,7 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
     columns = [f.name for f in table_schema(plan.metadata).fields]
     if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], schema)
-    check_files_retained(spark, plan)
+    check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
     location = plan.interval.location
     if plan.information == ChangeFormat.APPEND_ONLY:
         parts = [
@@ -182,6 +185,9 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
         for part in parts[1:]:
             inserted = inserted.unionByName(part)
         return _finish(plan, _side(inserted, columns, INSERT, F.col(RCV)), columns)
+    if _by_commit(spark, plan):
+        gone, new = _commit_sides(spark, plan)
+        return _finish(plan, _minimize(plan, gone, new, columns, F.col(_GONE_AT)), columns)
     removed = scan_files(spark, location, plan.metadata, plan.removed) if plan.removed else None
     added = scan_files(spark, location, plan.metadata, plan.added) if plan.added else None
     if plan.shape == Shape.ADDED_ONLY:
@@ -191,11 +197,6 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
         assert removed is not None
         return _finish(plan, _side(removed, columns, DELETE, _removed_at(plan)), columns)
     assert removed is not None and added is not None
-    if plan.change_files is not None and change_data_files(spark):
-        removed, maybe_added = _change_data_sides(spark, plan)
-        if maybe_added is None:
-            return _finish(plan, _side(removed, columns, DELETE, _removed_at(plan)), columns)
-        added = maybe_added
     return _finish(plan, _minimize(plan, removed, added, columns), columns)
 
 
@@ -264,11 +265,14 @@ def _picks_rows(spark: Any, plan: ChangePlan) -> bool:
 
 
 def _data_scans(spark: Any, plan: ChangePlan) -> tuple[FileScan, ...]:
-    """The scans of data files the redundant delta reads (the removed side comes from change data when it can)."""
-    from_change_data = plan.removed is not None and plan.added is not None and plan.change_files is not None \
-        and change_data_files(spark)
-    scans = (plan.added,) if from_change_data else (plan.removed, plan.added)
+    """The scans of data files the redundant delta reads (none of a commit's when it wrote change data)."""
+    scans = plan.commit_reads.scans if _by_commit(spark, plan) and plan.commit_reads else (plan.removed, plan.added)
     return tuple(scan for scan in scans if scan is not None)
+
+
+def _by_commit(spark: Any, plan: ChangePlan) -> bool:
+    """Whether the read runs commit by commit, from change data where the commits wrote it (``commits``)."""
+    return plan.commit_reads is not None and plan.information == ChangeFormat.DEFAULT and change_data_files(spark)
 
 
 def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
@@ -279,7 +283,7 @@ def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
     )
     if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], out_schema)
-    check_files_retained(spark, plan)
+    check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
     if plan.removed is not None and plan.added is not None:
         return _without_copies(spark, plan, columns)
     parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan), action, columns)
@@ -296,12 +300,15 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
     tracking tells copies apart without comparing rows: a copied row keeps its row commit version, so an added
     row is new or changed exactly when its version is inside the interval, and a removed row is gone or changed
     exactly when its id is not among the added rows copied unchanged. The ids of the latter are few; they are
-    found on the id column alone and broadcast, so the removed files' rows are never shuffled.
+    found on the id column alone and broadcast, so the removed files' rows are never shuffled. Where the plan
+    reads the interval commit by commit (``_commit_sides``) there are no copies to leave out and those files are
+    not read at all.
     """
     location, start = plan.interval.location, plan.interval.start_version
     assert plan.removed is not None and plan.added is not None
-    if plan.change_files is not None and change_data_files(spark):
-        return _from_change_data(spark, plan, columns)
+    if _by_commit(spark, plan):
+        gone, new = _commit_sides(spark, plan)
+        return _delta_rows(plan, gone, DELETE, columns).unionByName(_delta_rows(plan, new, INSERT, columns))
     removed = scan_files(spark, location, plan.metadata, plan.removed)
     added = scan_files(spark, location, plan.metadata, plan.added)
     copied_ids = added.where(F.col(RCV) <= start).select(F.col(RID).alias("__copied"))
@@ -312,31 +319,47 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
     return _delta_rows(plan, deletes, DELETE, columns).unionByName(_delta_rows(plan, inserts, INSERT, columns))
 
 
-def _from_change_data(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFrame:
-    """``_without_copies`` from Delta's change data files (``_change_data_sides``)."""
-    removed, added = _change_data_sides(spark, plan)
-    parts = [_delta_rows(plan, removed, DELETE, columns)]
-    if added is not None:
-        parts.append(_delta_rows(plan, added, INSERT, columns))
-    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+_GONE_AT = "__gone_at"
 
 
-def _change_data_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame | None]:
-    """The two sides of an interval that removed and added files, without copies, read where
-    ``shapes._change_data`` allows: the rows of the start that were deleted or replaced, from Delta's change data
-    files (``delete`` and ``update_preimage`` rows whose row commit version is at most the start; later ones are
-    states the interval created), and the rows of the end that are new or changed (row commit version inside
-    the interval) from the added files that can hold any (not DELETE's copies of older rows), or None when no
-    added file can. A 0.1% DELETE spread over a table then reads its deleted rows and nothing else."""
-    location, start = plan.interval.location, plan.interval.start_version
-    assert plan.change_files is not None and plan.added is not None
-    old = scan_change_files(spark, location, plan.metadata, plan.change_files)
-    removed = old.where(F.col(CHANGE_TYPE).isin("delete", "update_preimage") & (F.col(RCV) <= start))
-    new_files = tuple(f for f in plan.added.files if f.path not in plan.old_rows_only)
-    if not new_files:
-        return removed, None
-    added = scan_files(spark, location, plan.metadata, plan.added.restricted(new_files))
-    return removed, added.where(F.col(RCV) > start)
+def _commit_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame]:
+    """The two sides of a MINIMIZE interval read commit by commit (``commits``): the states of the start that die
+    inside the interval (their row commit version is at most the start), with ``__gone_at`` the commit that
+    deleted or replaced them; and the states born inside the interval that do not die inside it. A death names
+    its state by (row id, row commit version), so a state is matched to its own death only: a row updated twice,
+    updated back, or inserted then updated or deleted leaves no trace of its intermediate states."""
+    reads, location, start = plan.commit_reads, plan.interval.location, plan.interval.start_version
+    assert reads is not None
+    keep = [*[F.col(quote_column(f.name)) for f in table_schema(plan.metadata).fields], F.col(RID), F.col(RCV)]
+    deaths: list[DataFrame] = []
+    births: list[DataFrame] = []
+    if reads.change_files:
+        changed = scan_change_files(spark, location, plan.metadata, reads.change_files)
+        deaths.append(changed.where(F.col(CHANGE_TYPE).isin("delete", "update_preimage"))
+                      .select(*keep, _removed_at(plan).alias(_GONE_AT)))
+        births.append(changed.where(F.col(CHANGE_TYPE) == "update_postimage").select(*keep))
+    if reads.new_rows is not None:  # appends, and MERGE's inserts: the rows these files introduced
+        births.append(scan_files(spark, location, plan.metadata, reads.new_rows).where(F.col(FRESH)).select(*keep))
+    for gone in reads.gone:
+        versions = F.create_map(*[x for name, v in gone.versions for x in (F.lit(name), F.lit(v).cast("long"))])
+        rows = scan_files(spark, location, plan.metadata, gone.scan)
+        deaths.append(rows.select(*keep, F.try_element_at(versions, F.col(FILE)).alias(_GONE_AT)))
+    died = _union(spark, deaths, plan, with_version=True)
+    born = _union(spark, births, plan, with_version=False)
+    later = died.where(F.col(RCV) > start).select(F.col(RID).alias("__d_rid"), F.col(RCV).alias("__d_rcv"))
+    alive = born.join(later, (F.col(RID) == F.col("__d_rid")) & (F.col(RCV) == F.col("__d_rcv")), "left_anti")
+    return died.where(F.col(RCV) <= start), alive
+
+
+def _union(spark: Any, parts: list[DataFrame], plan: ChangePlan, *, with_version: bool) -> DataFrame:
+    if not parts:
+        ids = [RID, RCV, _GONE_AT] if with_version else [RID, RCV]
+        fields = table_schema(plan.metadata).fields + [T.StructField(c, T.LongType()) for c in ids]
+        return spark.createDataFrame([], T.StructType(fields))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
 
 
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:

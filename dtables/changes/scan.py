@@ -31,7 +31,7 @@ from sqlglot import exp
 from dtables.catalog import quote_column
 from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
-from dtables.changes.shapes import FileScan, RowFilter
+from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
 from dtables.spark.sessions import rows_frame
 
@@ -177,28 +177,39 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
     return rows_frame(spark, marks, MARK_SCHEMA), selective, empty, marks
 
 
-def scan_change_files(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...]) -> DataFrame:
-    """Rows of Delta change data (``cdc``) files: table columns, ``__rid``, ``__rcv``, ``__file``, ``_change_type``.
+def scan_change_files(spark: Any, location: str, metadata: TableMetadata,
+                      files: tuple[tuple[FileAction, int], ...]) -> DataFrame:
+    """Rows of Delta change data (``cdc``) files, each with the version of the commit that wrote it: table columns,
+    ``__rid``, ``__rcv``, ``__file``, ``_change_type``.
 
-    Delta writes the deleted rows and update preimages there with their row-tracking id and row commit version
-    materialized; a missing id would make the change set wrong, so it stops the read instead."""
+    Delta materializes the row-tracking id and row commit version of the rows a commit deleted and of update
+    preimages, and the id (not the version) of update postimages: their version is the commit's own. A missing id
+    or version where Delta writes one would make the change set wrong, so it stops the read instead. ``insert``
+    rows (of a MERGE) have neither: their ids are those of the data file that holds them, so ``__rid`` is null."""
     schema = table_schema(metadata)
     mat_rid = metadata.materialized_row_id_column
     mat_rcv = metadata.materialized_row_commit_version_column
     assert mat_rid and mat_rcv, "change data rows carry ids only with row tracking"
+    actions = tuple(f for f, _ in files)
     partition_columns = set(metadata.partition_columns)
     read_fields = [f for f in schema.fields if f.name not in partition_columns]
     read_fields += [T.StructField(mat_rid, T.LongType(), True), T.StructField(mat_rcv, T.LongType(), True),
                     T.StructField(CHANGE_TYPE, T.StringType(), True)]
-    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in files])
-    missing = F.raise_error(F.lit(f"a change data file of {location} holds a deleted row without its row id; "
-                                  f"set spark.dtables.changeDataFiles=false to read the data files instead"))
+    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in actions])
+    missing = F.raise_error(F.lit(f"a change data file of {location} holds a changed row without its row id or "
+                                  f"version; set spark.dtables.changeDataFiles=false to read the data files instead"))
+    change_type = F.col(CHANGE_TYPE)
+    committed = F.try_element_at(_map_literal([(unquote(f.file_name), v) for f, v in files], T.LongType()),
+                                 F.col("_metadata.file_name"))
+    row_id = F.coalesce(F.col(quote_column(mat_rid)), F.when(change_type != "insert", missing))
+    version = F.coalesce(F.col(quote_column(mat_rcv)),
+                         F.when(change_type.isin("insert", "update_postimage"), committed).otherwise(missing))
     return raw.select(
-        *_columns(schema, partition_columns, files),
-        F.coalesce(F.col(quote_column(mat_rid)), missing).alias(RID),
-        F.coalesce(F.col(quote_column(mat_rcv)), missing).alias(RCV),
+        *_columns(schema, partition_columns, actions),
+        row_id.alias(RID),
+        version.alias(RCV),
         F.col("_metadata.file_name").alias(FILE),
-        F.col(CHANGE_TYPE),
+        change_type,
     )
 
 

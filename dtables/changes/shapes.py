@@ -21,7 +21,6 @@ EXPLAIN inspect it without Spark.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -29,54 +28,12 @@ from urllib.parse import unquote
 from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 from dtables.changes.deletion_vectors import DeletionVectorDescriptor
 from dtables.changes.errors import HistoryNotRetained, InvalidInterval
+from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.interval import Interval, open_log
-from dtables.changes.log import Commit, DeltaLog, FileAction, TableMetadata
+from dtables.changes.commits import CommitReads, plan_commit_reads
+from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes.storage import Storage, join
 
-
-
-@dataclass(frozen=True)
-class RowFilter:
-    """Which rows of one data file a direct scan reads, by row index, from deletion vectors (see
-    ``deletion_vectors``): every row but those ``minus`` marks (the vector the file had at that end of the
-    interval), or, when ``selective``, just the rows ``only`` marks and ``minus`` does not (none when ``only`` is
-    None): the rows a DELETE, UPDATE or MERGE marked deleted in place, without rewriting the file (or, the other
-    way round, rows a RESTORE brought back)."""
-
-    path: str
-    minus: DeletionVectorDescriptor | None
-    only: DeletionVectorDescriptor | None = None
-    selective: bool = False
-
-
-@dataclass(frozen=True)
-class FileScan:
-    """Rows of some data files as the table held them at ``version``.
-
-    ``direct``: the files are read straight from parquet (pruned to exactly these files; their content never
-    changes, so the version does not matter), each restricted by its ``row_filters`` entry when deletion vectors
-    mark some of its rows. Otherwise a Delta time-travel scan at ``version`` filtered on the file names: needed
-    when column mapping makes the parquet content differ from the rows, or the files lack row ids.
-    """
-
-    files: tuple[FileAction, ...]
-    version: int
-    direct: bool
-    row_filters: tuple[RowFilter, ...] = ()
-
-    def restricted(self, files: tuple[FileAction, ...]) -> FileScan:
-        """The same scan over some of its files, with their row filters."""
-        paths = {f.path for f in files}
-        return FileScan(files, self.version, self.direct, tuple(r for r in self.row_filters if r.path in paths))
-
-    @property
-    def file_names(self) -> tuple[str, ...]:
-        return tuple(unquote(f.file_name) for f in self.files)
-
-    @property
-    def estimated_rows(self) -> int | None:
-        counts = [f.num_records for f in self.files]
-        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
 @dataclass(frozen=True)
@@ -93,10 +50,10 @@ class ChangePlan:
     removed_at: tuple[tuple[str, int], ...] = ()  # file name -> first commit of the interval that removed it
     # (for a change data file: the commit that wrote it)
     commit_timestamps_ms: tuple[tuple[int, int], ...] = ()  # version -> commit timestamp (epoch ms)
-    # The interval's change data files when they hold every row its commits deleted or updated (see
-    # ``_change_data``), else None; and the added files whose rows all predate the interval (DELETE's copies).
-    change_files: tuple[FileAction, ...] | None = None
-    old_rows_only: frozenset[str] = frozenset()
+    # How the interval is read commit by commit, from change data where its commits wrote it (``commits``), when
+    # that is possible for a MINIMIZE interval; else None and ``fallback`` says which commits prevent it and why.
+    commit_reads: CommitReads | None = None
+    fallback: tuple[str, ...] = ()
 
     @property
     def stats(self) -> ChangeStats:
@@ -133,10 +90,16 @@ class ChangePlan:
                 lines.append(side("inserted", scan))
         else:
             lines += [side("removed (at start)", self.removed), side("added (at end)", self.added)]
-            if self.change_files is not None and self.added is not None:
-                skipped = sum(f.path in self.old_rows_only for f in self.added.files)
-                lines.append(f"  change data: {len(self.change_files)} file(s) hold the removed side's deleted and "
-                             f"updated rows; {skipped} added file(s) hold only copies of older rows and are skipped")
+            if self.commit_reads is not None:
+                lines.append("  read commit by commit instead of the two sides above:")
+                lines += [f"    {note}" for note in self.commit_reads.notes]
+                if self.commit_reads.new_rows is not None:
+                    lines.append("  " + side("new rows", self.commit_reads.new_rows))
+                for gone in self.commit_reads.gone:
+                    lines.append("  " + side("deleted rows", gone.scan))
+            elif self.fallback:
+                lines.append("  change data not used, the data files of both sides are read:")
+                lines += [f"    {reason}" for reason in self.fallback]
         return "\n".join(lines)
 
 
@@ -194,47 +157,6 @@ def _present_at_start(spark: Any, log: DeltaLog, interval: Interval, uncertain: 
     )
     names = {unquote(f.rsplit("/", 1)[-1]) for f in files}
     return {p for p in uncertain if unquote(p.rsplit("/", 1)[-1]) in names}
-
-
-_DELTA_SPARK = re.compile(r"\bDelta-Lake/(\d+)\.")
-
-
-def _ids_in_change_data(commit: Commit) -> bool:
-    """Whether the commit's change data rows carry row ids: Delta Spark 4 writes them (checked by the tests);
-    change data of other or older writers is not trusted to, and the data files are read instead."""
-    m = _DELTA_SPARK.search(commit.engine or "")
-    return m is not None and int(m.group(1)) >= 4
-
-
-def _change_data(
-    log: DeltaLog, interval: Interval, at_start: set[str]
-) -> tuple[list[tuple[FileAction, int]] | None, frozenset[str]]:
-    """The interval's change data files with their commit versions, if they describe all its deletes and updates,
-    and the paths of files whose rows all predate the interval.
-
-    With Change Data Feed on, Delta's DELETE/UPDATE/MERGE write the rows they delete and the old values of the
-    rows they update (``delete`` / ``update_preimage``) to ``cdc`` files, with the row-tracking id and row commit
-    version materialized; the protocol makes those files, when a commit has them, the record of its changes. So
-    when every commit of the interval that removed data also wrote change data, the rows that were at the start
-    and are gone or changed at the end are exactly the change data rows of those kinds whose row commit version
-    is at most the start (later ones are states the interval itself created), and the removed files need not
-    be read. On the other side, a file holds only rows from before the interval when it was there at the start,
-    or when a DELETE (or a commit that changes no data, like OPTIMIZE) wrote it from such files: its rows are
-    copies, which keep their row commit versions, so it holds no insert and need not be read either.
-    """
-    change_files: list[tuple[FileAction, int]] = []
-    complete = True
-    old = set(at_start)
-    for version in range(interval.start_version + 1, interval.end_version + 1):
-        commit = log.commit(version)
-        removes = [a for a in commit.files if a.kind == "remove"]
-        if any(a.data_change for a in removes) and not (commit.change_files and _ids_in_change_data(commit)):
-            complete = False  # e.g. a partition DELETE or an overwrite: its removed files must be read
-        change_files += [(f, version) for f in commit.change_files]
-        copies_only = commit.operation == "DELETE" or not any(a.data_change for a in commit.files)
-        if copies_only and removes and all(a.path in old for a in removes):
-            old |= {a.path for a in commit.files if a.kind == "add"}
-    return (change_files if complete else None), frozenset(old)
 
 
 def plan_changes(
@@ -322,15 +244,13 @@ def plan_changes(
     vectors_ok = by_row_index or not deletion_vectors
     direct_removed = direct_ok and vectors_ok and all(f.base_row_id is not None for f in removed)
     direct_added = direct_ok and vectors_ok and all(f.base_row_id is not None for f in added)
-    change_files: tuple[FileAction, ...] | None = None
-    old_rows_only = frozenset[str]()
-    if direct_removed and direct_added and removed and end_meta.materialized_row_id_column:
-        present = {p for p, h in history.items() if h.first.kind == "remove" or p in maybe_present}
-        found, old_rows_only = _change_data(log, interval, present)
-        if found is not None:
-            change_files = tuple(f for f, _ in found)
+    commit_reads: CommitReads | None = None
+    fallback: tuple[str, ...] = ()
+    if removed and added:
+        commit_reads, fallback = plan_commit_reads(log, interval, end_meta, direct=direct_ok)
+        if commit_reads is not None:
             # A change data row was deleted (or replaced) by the commit that wrote its file.
-            removed_at += [(unquote(f.file_name), v) for f, v in found]
+            removed_at += [(unquote(f.file_name), v) for f, v in commit_reads.change_files]
     removed_scan = FileScan(tuple(removed), interval.start_version, direct_removed, tuple(removed_filters)) \
         if removed else None
     added_scan = FileScan(tuple(added), interval.end_version, direct_added, tuple(added_filters)) if added else None
@@ -348,16 +268,18 @@ def plan_changes(
         removed=removed_scan,
         added=added_scan,
         removed_at=tuple(sorted(removed_at)),
-        change_files=change_files,
-        old_rows_only=old_rows_only,
+        commit_reads=commit_reads,
+        fallback=fallback,
         **base,  # type: ignore[arg-type]
     )
 
 
-def check_files_retained(spark: Any, plan: ChangePlan) -> None:
-    """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed."""
+def check_files_retained(spark: Any, plan: ChangePlan, *, commit_reads: bool = False) -> None:
+    """Raise HistoryNotRetained when a data file the plan reads was deleted (VACUUM) since it was removed;
+    ``commit_reads``: the read runs commit by commit (``plan.commit_reads``), not from the two sides."""
     storage = Storage(spark, plan.interval.location)
-    scans = [s for s in (plan.removed, plan.added, *plan.inserted) if s is not None]
+    reads = plan.commit_reads if commit_reads else None
+    scans = [s for s in ((*reads.scans,) if reads else (plan.removed, plan.added, *plan.inserted)) if s is not None]
     vectors = [d for scan in scans for r in scan.row_filters for d in (r.minus, r.only) if d is not None]
     for d in vectors:  # a vector file VACUUM removed: the rows it marks can no longer be told apart
         location = d.location(plan.interval.location)
@@ -367,7 +289,7 @@ def check_files_retained(spark: Any, plan: ChangePlan) -> None:
                 f"retention period); changes that old can no longer be read. Read a later interval, a stream this "
                 f"old is stale and must be recreated; keep files longer with delta.deletedFileRetentionDuration"
             )
-    for f in [f for scan in scans for f in scan.files] + list(plan.change_files or ()):
+    for f in [f for scan in scans for f in scan.files] + [f for f, _ in (reads.change_files if reads else ())]:
         if not storage.exists(join(plan.interval.location, unquote(f.path))):
             raise HistoryNotRetained(
                 f"changes of {plan.interval}: data file {f.path} that held the table's rows is gone "
