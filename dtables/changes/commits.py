@@ -115,10 +115,12 @@ def plan_commit_reads(log: DeltaLog, interval: Interval, metadata: TableMetadata
                 continue
             change_files += [(f, version) for f in commit.change_files]
             with_change_data.append(version)
-            if adds and _may_insert(commit):
+            # The files it wrote, not those it re-added with a grown deletion vector (whose rows are older).
+            written = [a for a in adds if a.path not in {r.path for r in removes}]
+            if written and _may_insert(commit):
                 merges.append(version)
-                new_rows += adds
-                new_filters += [RowFilter(a.path, a.deletion_vector) for a in adds if a.deletion_vector]
+                new_rows += written
+                new_filters += [RowFilter(a.path, a.deletion_vector) for a in written if a.deletion_vector]
             continue
         if not removes and not adds:
             continue  # no data change (OPTIMIZE, statistics, metadata): every row keeps its state

@@ -220,9 +220,8 @@ def test_redundant_delta_leaves_out_rows_copied_unchanged(spark: Any, people: st
 
 
 def test_change_data_plan_reads_no_data_file_after_a_delete(spark: Any, make_table: Any, run: Any) -> None:
-    """Planned from the log: a DELETE's removed rows come from its change data files and the files it rewrote hold
-    only copies of older rows, so neither side reads a data file; an UPDATE's rewritten files must be read, and
-    so must a DELETE's copies of rows the interval itself inserted."""
+    """Planned from the log: a DELETE's or UPDATE's changes come from its change data files, so no data file is
+    read for them, not even the files they rewrote; an append inside the interval is read from its own files."""
     from dtables.changes.reader import redundant_delta
 
     table = make_table("id INT, name STRING")
@@ -235,12 +234,13 @@ def test_change_data_plan_reads_no_data_file_after_a_delete(spark: Any, make_tab
 
     def new_files(start: int, end: int) -> set[str]:
         p = plan(start, end)
-        assert p.change_files and all(f.path.startswith("_change_data/") for f in p.change_files)
-        assert p.added is not None
-        return {f.path for f in p.added.files} - p.old_rows_only
+        assert p.commit_reads and all(f.path.startswith("_change_data/") for f, _ in p.commit_reads.change_files)
+        return {f.path for scan in p.commit_reads.scans for f in scan.files}
 
-    assert new_files(2, 3) == set() and new_files(4, 5) == set()  # DELETEs of rows older than the interval
-    assert new_files(1, 2) and new_files(1, 3) and new_files(3, 5)
+    assert new_files(2, 3) == set() and new_files(4, 5) == set()  # DELETEs
+    assert new_files(1, 2) == set() and new_files(1, 3) == set()  # the UPDATE too
+    appended = plan(3, 4).added
+    assert appended is not None and new_files(3, 5) == {f.path for f in appended.files}  # the append's file
     interval = resolve_interval(spark, table, at=Bound.version(3), end=Bound.version(5))
     got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "name", "__action").collect())
     assert got == [(3, "3", "DELETE"), (11, "11", "INSERT")]
@@ -265,17 +265,20 @@ def test_change_data_plan_reads_no_data_file_after_a_delete(spark: Any, make_tab
     assert [(r[0], r[5]) for r in from_files if r[2] == "DELETE"][1] == (2, 2)
 
 
-def test_change_data_not_used_when_a_commit_removed_data_without_it(spark: Any, make_table: Any, run: Any) -> None:
-    """A DELETE of whole partitions removes files without writing change data: the removed files are read."""
+def test_a_delete_of_whole_partitions_reads_the_files_it_removed(spark: Any, make_table: Any, run: Any) -> None:
+    """A DELETE of whole partitions removes files without writing change data: the files it removed are read."""
     from dtables.changes.reader import redundant_delta
 
     table = make_table("id INT, grp STRING", partitioned_by="grp")
-    run(table, "INSERT INTO {t} VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'c')", "DELETE FROM {t} WHERE id = 2",
-        "DELETE FROM {t} WHERE grp = 'b'")
+    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(1) */ * FROM VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'c') "
+        "AS v(id, grp)", "DELETE FROM {t} WHERE id = 2", "DELETE FROM {t} WHERE grp = 'b'")
     both = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(3))
-    assert plan_changes(spark, both).change_files is None
+    reads = plan_changes(spark, both).commit_reads
+    assert reads is not None and reads.new_rows is None and len(reads.gone) == 1
+    assert [dict(f.partition_values) for f in reads.gone[0].scan.files] == [{"grp": "b"}]
     only_rows = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(2))
-    assert plan_changes(spark, only_rows).change_files is not None
+    reads = plan_changes(spark, only_rows).commit_reads
+    assert reads is not None and reads.scans == ()
     for interval, expected in ((both, [(2, "a", "DELETE"), (3, "b", "DELETE")]), (only_rows, [(2, "a", "DELETE")])):
         got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "grp", "__action").collect())
         assert got == expected  # partition values of change data rows come from the log
