@@ -221,6 +221,6 @@ def test_data_files_vacuumed(spark: Any, make_table: Any, run: Any) -> None:
 ])
 def test_change_data_trusted_only_from_writers_known_to_store_row_ids(engine: str | None, trusted: bool) -> None:
     from dtables.changes.log import Commit
-    from dtables.changes.shapes import _ids_in_change_data
+    from dtables.changes.commits import ids_in_change_data
 
-    assert _ids_in_change_data(Commit(3, None, "DELETE", (), (), engine)) is trusted
+    assert ids_in_change_data(Commit(3, None, "DELETE", (), (), engine)) is trusted
