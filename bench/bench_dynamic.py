@@ -7,11 +7,12 @@
 The shape of issue 17: a fact of ``--rows`` rows joined to a ``--dims``-row dimension, grouped into ``--groups``
 groups with COUNT / SUM / AVG. Two dynamic tables with the same query read the same sources, one REFRESH_MODE =
 INCREMENTAL and one REFRESH_MODE = FULL. For each change kind (inserts only, updates only, deletes only, mixed, a
-one-row update, and range-updates: ``--fraction`` of the rows contiguous in the fact's id) and each round, the change is applied (``--fraction`` of the fact rows, scattered), then both tables
-are refreshed to the same data timestamp, side by side. The script prints, per kind, the median wall seconds of
-each, the ratio FULL / INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the
-refresh history), checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first
-round of every kind warms up and is not counted.
+one-row update, and range-updates: the rows contiguous in the fact's id) and each round, the change is applied
+(``--fraction`` of the fact rows, scattered except for range-updates), then both tables are refreshed to the same
+data timestamp, side by side. The script prints, per kind, the median wall seconds of each, the ratio FULL /
+INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the refresh history),
+checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first round of every kind
+warms up and is not counted.
 """
 
 from __future__ import annotations
