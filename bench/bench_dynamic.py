@@ -6,12 +6,13 @@
 
 The shape of issue 17: a fact of ``--rows`` rows joined to a ``--dims``-row dimension, grouped into ``--groups``
 groups with COUNT / SUM / AVG. Two dynamic tables with the same query read the same sources, one REFRESH_MODE =
-INCREMENTAL and one REFRESH_MODE = FULL. For each change kind (inserts only, updates only, deletes only, mixed, and a
-one-row update) and each round, the change is applied (``--fraction`` of the fact rows, scattered), then both tables
-are refreshed to the same data timestamp, side by side. The script prints, per kind, the median wall seconds of
-each, the ratio FULL / INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the
-refresh history), checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first
-round of every kind warms up and is not counted.
+INCREMENTAL and one REFRESH_MODE = FULL. For each change kind (inserts only, updates only, deletes only, mixed, a
+one-row update, and range-updates: the rows contiguous in the fact's id) and each round, the change is applied
+(``--fraction`` of the fact rows, scattered except for range-updates), then both tables are refreshed to the same
+data timestamp, side by side. The script prints, per kind, the median wall seconds of each, the ratio FULL /
+INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the refresh history),
+checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first round of every kind
+warms up and is not counted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ QUERIES = {
     # a target as large as the fact, written by MERGE: the dynamic table's own DML with deletion vectors or not
     "join": "SELECT f.id, f.amount, d.region FROM fact f JOIN dims d ON f.dim = d.dim",
 }
-KINDS = ("inserts", "updates", "deletes", "mixed", "one-row")
+KINDS = ("inserts", "updates", "deletes", "mixed", "one-row", "range-updates")
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,10 @@ class Workload:
             self._insert(n // 3)
             self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE {self._scattered(n // 3)}")
             self.session.sql(f"DELETE FROM fact WHERE {self._scattered(n // 3)}")
+        elif kind == "range-updates":  # contiguous in the fact's id (a batch of recent rows corrected)
+            self.round += 1
+            lo = (self.round * 104_729 * n) % max(1, self.rows - n)
+            self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE id >= {lo} AND id < {lo + n}")
         elif kind == "one-row":
             self.round += 1
             self.session.sql(f"UPDATE fact SET amount = amount + 1 WHERE id = {(self.round * 7919) % self.rows}")

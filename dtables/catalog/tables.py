@@ -64,8 +64,8 @@ def create_table(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
         columns = [c.name.lower() for c in new.this.expressions if isinstance(c, exp.ColumnDef)]
         declared = keys.check(declared, columns, statement, replacing=existing is not None)
     new_props = new.args.get("properties") or exp.Properties(expressions=[])
-    if fmt is None:
-        new_props.append("expressions", exp.FileFormatProperty(this=exp.var("DELTA")))
+    if fmt is None:  # first: Spark's grammar wants USING before the other clauses (CLUSTER BY, LOCATION...)
+        new_props.set("expressions", [exp.FileFormatProperty(this=exp.var("DELTA")), *new_props.expressions])
     if location_prop is None:
         new_props.append("expressions", exp.LocationProperty(this=exp.Literal.string(location)))
     warehouse.catalog.ensure_registered([name, *(table_names(tree.expression) if tree.expression else [])])

@@ -50,7 +50,7 @@ def _gap(a: Any, b: Any) -> Any:
     return (b - a).days if isinstance(a, datetime.date) else b - a
 
 
-def _ranges(values: Sequence[str], order: Callable[[str], Any], limit: int) -> tuple[tuple[str, str], ...]:
+def merged_ranges(values: Sequence[str], order: Callable[[str], Any], limit: int) -> tuple[tuple[str, str], ...]:
     """Sorted distinct values -> at most `limit` inclusive ranges, split at the widest gaps."""
     if len(values) <= limit:
         return tuple((v, v) for v in values)
@@ -70,7 +70,7 @@ def key_filter(probe: KeyProbe, count: int, low: str | None, high: str | None,
     if values is None:
         return KeyFilter("", probe.type, ranges=((low, high),))
     if order is not None:
-        return KeyFilter("", probe.type, ranges=_ranges(values, order, MAX_RANGES))
+        return KeyFilter("", probe.type, ranges=merged_ranges(values, order, MAX_RANGES))
     if len(values) <= MAX_VALUES:
         return KeyFilter("", probe.type, values=tuple(values))
     return KeyFilter("", probe.type, ranges=((low, high),))

@@ -291,6 +291,14 @@ class DeltaLog:
         size = json.loads(text).get("tableSizeBytes") if text else None
         return int(size) if size is not None else None
 
+    def file_count_at(self, version: int) -> tuple[int, int] | None:
+        """(number of data files, bytes) of the table at ``version`` from its checksum file, or None without one."""
+        text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
+        if not text:
+            return None
+        crc = json.loads(text)
+        return int(crc.get("numFiles") or 0), int(crc.get("tableSizeBytes") or 0)
+
     def files_at(self, version: int) -> tuple[FileAction, ...] | None:
         """The data files of the table at ``version`` from that version's checksum file, when it lists them.
 

@@ -88,6 +88,25 @@ app.command("refresh-now", help="Same as refresh.")(refresh_cmd)
 
 
 @app.command()
+def optimize(
+    names: Optional[list[str]] = typer.Argument(None, help="Tables or dynamic tables (default: every dynamic table)."),
+    project: Path = ProjectOption, profile: Optional[str] = ProfileOption, as_json: bool = JsonOption,
+) -> None:
+    """Compact tables with Delta OPTIMIZE (clustering them where CLUSTER BY is declared): the small files that
+    incremental refreshes leave behind become a few large ones."""
+    from dtables.dynamic.optimize import optimize as run_optimize
+
+    with failing_cleanly():
+        session = project_session(project, profile)
+        done = run_optimize(session, names or None)
+        if not done:
+            console.print("no dynamic tables to optimize (run `dtables apply` first)")
+            return
+        rows = [[c.name, c.files_before, c.files_after, c.version, ", ".join(c.clustering) or None] for c in done]
+        print_rows(["table", "files_before", "files_after", "version", "clustered_by"], rows, as_json)
+
+
+@app.command()
 def history(
     name: Optional[str] = typer.Argument(None, help="One dynamic table (default: all)."),
     since: Optional[str] = typer.Option(None, "--since", help="ISO timestamp: only refreshes after it."),

@@ -3,7 +3,9 @@
 ``ScheduledRefresher.refresh`` does what ``dtables.dynamic.executor.DynamicTableRefresher`` does (refresh one table
 to the scheduler's data timestamp, without its upstreams, which the tick plan already ordered before it) and adds
 what the daemon needs: whether a failure is worth retrying, the refresh id of the record the executor wrote (the
-failure policy annotates it), and a log line saying what was refreshed, why and how long it took.
+failure policy annotates it), a log line saying what was refreshed, why and how long it took, and the compaction
+policy: after an incremental refresh that leaves the table with ``spark.dtables.optimize.smallFiles`` small files
+or more (``dtables.dynamic.optimize``), the table is compacted with Delta OPTIMIZE before the next refresh.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dtables.catalog.warehouse import Warehouse
 from dtables.dynamic import history
 from dtables.dynamic.definition import to_iso
 from dtables.dynamic.executor import refresh as refresh_tables
+from dtables.dynamic.optimize import optimize, wants_compaction
 from dtables.dynamic.vocabulary import Action
 from dtables.errors import DtablesError
 from scheduler.runner import RefreshOutcome
@@ -68,7 +71,23 @@ class ScheduledRefresher:
             history.update(self.warehouse.store, record.refresh_id, state=state, error=error)
         transient = state == RefreshState.FAILED and is_transient(error)
         _log(name, data_timestamp, why, record, state, error, took, transient)
+        if state == RefreshState.SUCCEEDED and record.action == Action.INCREMENTAL:
+            self.compact(name)
         return RefreshOutcome(state, action=record.action or "", error=error, transient=transient, duration_s=took)
+
+
+    def compact(self, name: str) -> None:
+        """Compact the table if the policy says so; a failed compaction is logged, never a failed refresh."""
+        try:
+            if not wants_compaction(self.warehouse, name):
+                return
+            started = time.monotonic()
+            [done] = optimize(self.warehouse, [name])
+        except Exception as e:  # noqa: BLE001 - the refresh succeeded; the next one tries again
+            log.warning("compaction of %s failed: %s", name, e)
+            return
+        log.info("compacted %s: %d -> %d files, %.2f s", name, done.files_before, done.files_after,
+                 time.monotonic() - started)
 
 
 def _log(name: str, at: dt.datetime, why: str, record: history.RefreshRecord, state: str, error: str | None,

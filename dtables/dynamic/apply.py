@@ -7,8 +7,11 @@ Delta 4.4: a second write with the same pair commits nothing), so a rerun after 
 the store can be repaired from the log (``committed_refresh``).
 
 Writes by action: APPEND (the change set has inserts only: a plain append), MERGE (insert/update/delete matched on
-the hidden row id, so one copy of a duplicated row is deleted exactly), OVERWRITE (FULL and REINITIALIZE: recompute
-and replace in one commit).
+the hidden row id, so one copy of a duplicated row is deleted exactly, pruned to the files whose row ids the change
+set holds: ``layout.py``), OVERWRITE (FULL and REINITIALIZE: recompute and replace in one commit, rows
+range-partitioned by row id for tables refreshed incrementally). Overwrites keep the table's clustering: with the
+same schema they replace every row (``replaceWhere`` = true, which keeps the table's metadata); a new schema needs
+``overwriteSchema``, which drops it, so it is declared again after the commit.
 """
 
 from __future__ import annotations
@@ -22,17 +25,19 @@ from typing import Any
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from differentiation import snapshot_query
 from differentiation.sql import alias, cast, col, ident
 from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA_ROW_ID, ROW_ID
 from dtables.catalog import quote_column
-from dtables.changes.idempotent import logged_commits, make_idempotent
+from dtables.changes.idempotent import TXN_APP_ID, TXN_VERSION, USER_METADATA, logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.reader import table_at
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
+from dtables.dynamic import layout
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
@@ -121,9 +126,11 @@ def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
     return outer
 
 
-def merge_statement(location: str, source: str, targets: Sequence[Column]) -> exp.Merge:
+def merge_statement(location: str, source: str, targets: Sequence[Column],
+                    target_filter: exp.Expr | None = None) -> exp.Merge:
     """MERGE of a consolidated change set (one row per row id, flagged deletes) into the table, matched on the hidden
-    row id: a duplicated row is deleted or updated exactly once."""
+    row id: a duplicated row is deleted or updated exactly once. ``target_filter``, a condition on the target's
+    columns (``t``) that every row with a change-set id meets, narrows the files Delta joins."""
     target = exp.Table(this=ident(location), db=ident("delta"), alias=exp.TableAlias(this=ident("t")))
     names = [c.name for c in targets]
     matched_delete = exp.When(matched=True, condition=col("__dt_delete", "s"), then=exp.var("DELETE"))
@@ -132,18 +139,56 @@ def merge_statement(location: str, source: str, targets: Sequence[Column]) -> ex
     insert = exp.When(matched=False, condition=exp.Not(this=col("__dt_delete", "s")), then=exp.Insert(
         this=exp.Tuple(expressions=[col(n) for n in names] + [col(ROW_ID_COLUMN)]),
         expression=exp.Tuple(expressions=[col(n, "s") for n in names] + [col("__dt_rid", "s")])))
+    on: exp.Expr = exp.EQ(this=col(ROW_ID_COLUMN, "t"), expression=col("__dt_rid", "s"))
+    if target_filter is not None:
+        on = exp.And(this=on, expression=target_filter)
     return exp.Merge(this=target, using=exp.Table(this=ident(source), alias=exp.TableAlias(this=ident("s"))),
-                     on=exp.EQ(this=col(ROW_ID_COLUMN, "t"), expression=col("__dt_rid", "s")),
+                     on=on,
                      whens=exp.Whens(expressions=[matched_delete, update, insert]))
 
 
+def _same_schema(clone: Any, location: str, df: Any) -> bool:
+    """Whether ``df`` has the table's columns (names and types, in order) at its latest version."""
+    log = DeltaLog(clone, location)
+    table = T.StructType.fromJson(json.loads(log.metadata_at(log.latest_version).schema_json))
+    return [(f.name, f.dataType) for f in table.fields] == [(f.name, f.dataType) for f in df.schema.fields]
+
+
+def _overwrite(clone: Any, location: str, df: Any, by_row_id: bool, settings: Any) -> None:
+    """Replace every row of the table with ``df`` in one commit, keeping its clustering (module docstring)."""
+    if by_row_id:  # the MERGEs that follow skip the files of other ids
+        df = layout.by_row_id(df, settings)
+    if _same_schema(clone, location, df):
+        df.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)
+        return
+    clustered = layout.clustering_columns(clone, location)
+    df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
+    kept = [c for c in clustered if c in df.columns]
+    if kept:
+        # Declared on a session without the refresh's transaction and metadata: a commit of its own, which the
+        # search for the refresh's commit (committed_refresh) passes over. A crash before it leaves the table
+        # unclustered until the next overwrite with a new schema; nothing else depends on it.
+        with_metadata = {k: clone.conf.get(k, None) for k in (TXN_APP_ID, TXN_VERSION, USER_METADATA)}
+        for k in with_metadata:
+            clone.conf.unset(k)
+        try:
+            layout.cluster_by(clone, location, kept)
+        finally:
+            for k, v in with_metadata.items():
+                if v is not None:
+                    clone.conf.set(k, v)
+
+
 def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSources, query: str,
-          columns: Sequence[Column], state_version: int | None = None) -> RowCounts | None:
+          columns: Sequence[Column], state_version: int | None = None, by_row_id: bool = False,
+          name: str = "") -> RowCounts | None:
     """Apply ``action`` to the table at ``location`` in one commit (the session must be configured first).
 
     ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
-    state, whose change set is computed from the stored groups). Returns the rows the change set inserted,
-    deleted and updated where Delta's commit metrics cannot tell (a REWRITE replaces every row); else None."""
+    state, whose change set is computed from the stored groups). ``by_row_id``: lay an overwrite's files out by row
+    id (tables refreshed incrementally; layout.py). A MERGE adds what it may touch to ``sources.pruning``. Returns
+    the rows the change set inserted, deleted and updated where Delta's commit metrics cannot tell (a REWRITE
+    replaces every row); else None."""
     if action.write == Write.OVERWRITE:
         if action.plan is not None:
             body = snapshot_query(action.plan, sources, "end")
@@ -154,7 +199,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
             df = plain.select(*(F.col(quote_column(s)).cast(t.type).alias(t.name) if t.type else F.col(quote_column(s))
                                 for s, t in _positional(plain.columns, columns)),
                               F.expr("uuid()").alias(ROW_ID_COLUMN))
-        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location))
+        _overwrite(clone, location, df, by_row_id, sources.settings)
         return None
     assert action.derivative is not None and action.plan is not None
     targets = stored_columns(action, columns)
@@ -181,8 +226,16 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
         return rewrite(clone, location, state_version, _sql(clone, source), targets)
-    _sql(clone, source).createOrReplaceTempView(MERGE_SOURCE_VIEW)
-    _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets))
+    # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
+    merged = _sql(clone, source).persist()
+    try:
+        enabled = str(sources.settings.conf.get(layout.MERGE_PRUNING, "true")).lower() != "false"
+        target_filter, pruning = layout.merge_pruning(clone, location, merged, "__dt_rid", enabled)
+        sources.pruning.append({"table": name, **pruning})
+        merged.createOrReplaceTempView(MERGE_SOURCE_VIEW)
+        _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets, target_filter))
+    finally:
+        merged.unpersist()
     return None
 
 
@@ -216,7 +269,8 @@ def rewrite(clone: Any, location: str, version: int, source: Any, targets: Seque
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    rows.select(*(F.col(quote_column(c)) for c in old.columns)).write.format("delta").mode("overwrite").save(location)
+    (rows.select(*(F.col(quote_column(c)) for c in old.columns)).write.format("delta").mode("overwrite")
+     .option("replaceWhere", "true").save(location))  # every row, the table's metadata (clustering) kept
     metrics = _observed(observation)
     if metrics is None:
         return None

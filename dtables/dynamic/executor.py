@@ -38,6 +38,7 @@ from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
 from dtables.dynamic.vocabulary import Action
+from dtables.sql.dynamic_syntax import RefreshMode
 from dtables.spark.sessions import own_session
 from dtables.dynamic.sources import RefreshSources
 from dtables.errors import DtablesError
@@ -310,7 +311,8 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
     history.update(store, rid, sequence=seq)
     location = _location(session, name)
     _fault("before_write")
-    counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version)
+    counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version,
+                   by_row_id=d.refresh_mode_chosen != RefreshMode.FULL, name=name)
     if refresh_sources.pruning:
         history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
     _fault("after_write")

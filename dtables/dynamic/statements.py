@@ -20,6 +20,7 @@ from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Defi
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
+from dtables.dynamic.layout import CLUSTERING
 from dtables.dynamic.plan import incremental_support, maintained_plan
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
@@ -189,8 +190,12 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     properties = {**new_table_properties(session.spark), **column_mapping_properties([c.name for c in columns])}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
-    session.spark.sql(f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA "
-                      f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
+    create = (f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA%CLUSTERING% "
+              f"LOCATION '{location}'{table_comment} TBLPROPERTIES ({props})")
+    # Stored clustered on the row id, which its MERGEs match on (dynamic/layout.py); a table refreshed FULL only
+    # is rewritten whole every time, and one whose row id is past the 32 columns with statistics cannot be.
+    if mode == RefreshMode.FULL or not _created(session, create.replace("%CLUSTERING%", f" {CLUSTERING}", 1)):
+        session.spark.sql(create.replace("%CLUSTERING%", "", 1))
     session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
     defs.insert(session.store, d)
     if d.initialize == Initialize.ON_CREATE:
@@ -202,6 +207,17 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
                                     f"{bad[-1].error}")
     return session.spark.createDataFrame(
         [(f"dynamic table {name} created, refresh mode {mode}: {reason}",)], "status string")
+
+
+def _created(session: Warehouse, create: str) -> bool:
+    """Run a CREATE TABLE with a CLUSTER BY; False when Delta refuses the clustering column (no statistics)."""
+    try:
+        session.spark.sql(create)
+    except Exception as e:  # noqa: BLE001 - only the missing statistics are expected; others re-raised
+        if "CLUSTERING_COLUMN_MISSING_STATS" not in str(e):
+            raise
+        return False
+    return True
 
 
 def _column_comments(name: str, given: list[exp.Expr], names: list[str]) -> list[tuple[str, str | None]]:

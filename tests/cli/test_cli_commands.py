@@ -92,3 +92,22 @@ def test_validate_refuses_bad_names_and_settings_naming_each_file(tmp_path):
     for stem in ("..x", "a b", "a;b", "café"):
         assert f"{stem}.sql: model name" in result.stderr, result.stderr
     assert "slow.sql:1: target_lag: invalid TARGET_LAG 'soon'" in result.stderr
+
+
+def test_optimize_compacts_dynamic_tables_and_named_tables(tmp_path):
+    """Issue 19: `dtables optimize` runs Delta OPTIMIZE on every dynamic table (clustered on the row id), or on the
+    tables named; a refresh after it is still incremental (two Spark start-ups besides)."""
+    run("init", "demo", cwd=tmp_path)
+    project = tmp_path / "demo"
+    run("apply", cwd=project)
+    run("sql", "-e", "INSERT INTO sales VALUES (5, 'west', 99.00, DATE'2026-01-03');"
+        "INSERT INTO sales VALUES (6, 'east', 5.00, DATE'2026-01-04')", cwd=project)
+    done = {r["table"]: r for r in json.loads(run("optimize", "--json", cwd=project).stdout)}
+    assert set(done) == {"default.big_sales", "default.store_totals"}
+    assert done["default.big_sales"]["clustered_by"] == "__dtables_row_id"
+    sales = json.loads(run("optimize", "sales", "--json", cwd=project).stdout)
+    assert [(s["table"], s["files_after"]) for s in sales] == [("default.sales", 1)]
+    assert sales[0]["files_before"] > 1 and sales[0]["version"] is not None
+    refreshed = json.loads(run("refresh", "--json", cwd=project).stdout)
+    assert {r["action"] for r in refreshed} == {"INCREMENTAL"}
+    run("optimize", "nope", cwd=project, ok=False)

@@ -20,10 +20,10 @@ QUERY = "SELECT o.ok, o.st, l.qty FROM o JOIN l ON o.ok = l.lk WHERE l.qty > 3"
 
 def test_ranges_split_at_the_widest_gaps() -> None:
     values = [str(v) for v in (1, 2, 3, 100, 101, 5000)]
-    assert keys._ranges(values, int, 3) == (("1", "3"), ("100", "101"), ("5000", "5000"))
-    assert keys._ranges(values, int, 10) == tuple((v, v) for v in values)
+    assert keys.merged_ranges(values, int, 3) == (("1", "3"), ("100", "101"), ("5000", "5000"))
+    assert keys.merged_ranges(values, int, 10) == tuple((v, v) for v in values)
     dates = ["2024-01-01", "2024-01-02", "2025-06-01"]
-    assert keys._ranges(dates, keys._order("date"), 2) == (("2024-01-01", "2024-01-02"), ("2025-06-01", "2025-06-01"))
+    assert keys.merged_ranges(dates, keys._order("date"), 2) == (("2024-01-01", "2024-01-02"), ("2025-06-01", "2025-06-01"))
 
 
 def test_key_filters_by_type_and_count() -> None:
