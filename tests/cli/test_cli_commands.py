@@ -94,6 +94,7 @@ def test_validate_refuses_bad_names_and_settings_naming_each_file(tmp_path):
     assert "slow.sql:1: target_lag: invalid TARGET_LAG 'soon'" in result.stderr
 
 
+@pytest.mark.slow  # four Spark start-ups (170 s); tests/dynamic/test_layout.py runs optimize() in the default suite
 def test_optimize_compacts_dynamic_tables_and_named_tables(tmp_path):
     """Issue 19: `dtables optimize` runs Delta OPTIMIZE on every dynamic table (clustered on the row id), or on the
     tables named; a refresh after it is still incremental (two Spark start-ups besides)."""
