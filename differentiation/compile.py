@@ -22,6 +22,7 @@ from differentiation.delta_nodes import (
 from differentiation.plan import (
     FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scan, UnionAll, Window,
 )
+from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.sources import Sources
@@ -45,6 +46,11 @@ def push_at(node: Node, when: str | None = None) -> Node:
     if isinstance(node, Empty):  # the empty change set keeps the columns (and types) of the query at I1
         return node.copy(like=push_at(node.like, "end"))
     return map_children(node, lambda c: push_at(c, when))
+
+
+def pushed(plan: Node) -> Node:
+    """`plan` as it is compiled: `At` pushed into the leaves, then key restrictions pushed below joins."""
+    return push_restrictions(push_at(plan))
 
 
 def _relation(text: str) -> exp.Expr:
@@ -392,6 +398,6 @@ def shared_nodes(plan: Node) -> frozenset[Node]:
 
 def compile_plan(plan: Node, sources: Sources) -> tuple[Compiler, str]:
     """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows."""
-    pushed = push_at(plan)
-    compiler = Compiler(sources, shared_nodes(pushed))
-    return compiler, compiler.name(pushed)
+    plan = pushed(plan)
+    compiler = Compiler(sources, shared_nodes(plan))
+    return compiler, compiler.name(plan)

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from differentiation.build import build_plan
 from differentiation import prune
-from differentiation.compile import compile_plan, push_at
+from differentiation.compile import compile_plan, pushed
 from differentiation.delta_nodes import At, KeyFilter, KeyProbe
 from differentiation.derive import Derivative, differentiate
 from differentiation.plan import Node
@@ -24,7 +24,7 @@ from differentiation.vocabulary import (
 
 def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
     """The join terms of `d` whose snapshot side can be pruned by the keys of change reads (`prune.py`)."""
-    return prune.key_probes(push_at(d.plan))
+    return prune.key_probes(pushed(d.plan))
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None) -> exp.Select:
@@ -35,7 +35,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     only, so ISUPDATE is false there, as it always is for APPEND_ONLY. `keys`: the values the caller read for
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
     """
-    plan = prune.prune_keys(push_at(d.plan), keys) if keys else d.plan
+    plan = prune.prune_keys(pushed(d.plan), keys) if keys else d.plan
     compiler, body = compile_plan(plan, sources)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:

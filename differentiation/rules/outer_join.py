@@ -11,12 +11,16 @@ from differentiation.vocabulary import DELETE, INSERT
 
 
 def derive_outer_join(node: Delta, *, ctx: DeriveContext) -> Node:
-    """Δ(Q ⟗k R) = π−((Q ⟗k R)|I0 ⋉ K) + π+((Q ⟗k R)|I1 ⋉ K), K = πk(ΔQ) ∪ πk(ΔR).
+    """Δ(Q ⟗k R) = π−((Q|I0 ⋉k K) ⟗k (R|I0 ⋉k K)) + π+((Q|I1 ⋉k K) ⟗k (R|I1 ⋉k K)), K = πk(ΔQ) ∪ πk(ΔR).
 
     Output rows (matched or NULL-padded) of a key outside K are the same at I0 and I1, because every
-    row that changed put its old and new key into K. Restriction is NULL-safe (<=>) so rows with NULL
-    keys, which never match but do produce padded rows, are recomputed when they change.
-    Example: Δ(p ⟕[p.id=i.oid] i) -> π−(...@I0 ⋉ K) + π+(...@I1 ⋉ K), K = Δp.id ∪ Δi.oid.
+    row that changed put its old and new key into K. Each side is restricted on its own key before the
+    join: a row's partners all carry its key, so the restricted join holds exactly the rows of the whole
+    join whose key (the preserved side's, for a padded row) is in K, and the restriction is an equi-join
+    (one alternative per side) rather than an OR over both sides' keys, which Spark can only run as a
+    nested loop. Restriction is NULL-safe (<=>) so rows with NULL keys, which never match but do produce
+    padded rows, are recomputed when they change.
+    Example: Δ(p ⟕[p.id=i.oid] i) -> π−(p@I0 ⋉ K ⟕ i@I0 ⋉ K) + π+(p@I1 ⋉ K ⟕ i@I1 ⋉ K), K = Δp.id ∪ Δi.oid.
     """
     join = node.child
     assert isinstance(join, Join)
@@ -32,7 +36,9 @@ def derive_outer_join(node: Delta, *, ctx: DeriveContext) -> Node:
         inputs.append(Delta(join.right))
         exprs.append(right_keys)
     keys = KeySet(tuple(inputs), tuple(exprs))
-    alternatives = (left_keys, right_keys)
-    before = Signed(Restrict(At(join, "start"), alternatives, keys), DELETE)
-    after = Signed(Restrict(At(join, "end"), alternatives, keys), INSERT)
-    return Sum((before, after))
+
+    def side(when: str, action: str) -> Node:
+        return Signed(join.copy(left=Restrict(At(join.left, when), (left_keys,), keys),
+                                right=Restrict(At(join.right, when), (right_keys,), keys)), action)
+
+    return Sum((side("start", DELETE), side("end", INSERT)))

@@ -25,6 +25,11 @@ QUICK = {
     "scalar_aggregate": "SELECT COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av FROM r",
     "union_distinct": "SELECT k FROM r UNION SELECT k FROM s",
     "join_under_aggregate": "SELECT r.k, COUNT(*) AS c, SUM(s.w) AS sw FROM r JOIN s ON r.k = s.k GROUP BY r.k",
+    # TPC-H Q13's shape: groups recomputed through a LEFT JOIN with a residual condition, then regrouped
+    "outer_join_regrouped": (
+        "SELECT c, COUNT(*) AS n FROM (SELECT r.k, COUNT(s.w) AS c FROM r LEFT JOIN s ON r.k = s.k AND s.w > 0 "
+        "GROUP BY r.k) g GROUP BY c"
+    ),
     # semi and anti joins: a NULL in the subquery empties NOT IN; a residual non-equality rides along
     "exists": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w <> r.v)",
     "not_in": "SELECT k, v FROM r WHERE v NOT IN (SELECT w FROM s WHERE k > 0)",

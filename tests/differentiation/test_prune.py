@@ -4,7 +4,7 @@ literal filter lands (only where a filter on the key commutes with every operato
 from __future__ import annotations
 
 from differentiation import KeyFilter, build_plan, changes_query, differentiate, key_probes
-from differentiation.compile import push_at
+from differentiation.compile import pushed
 from differentiation.delta_nodes import Snapshot
 from differentiation.prune import prune_keys
 
@@ -28,7 +28,7 @@ def _pruned_leaves(sql: str) -> set[tuple[str, str, str, str]]:
     """(table, when, column, the table whose changes gave the keys) of every filtered snapshot leaf."""
     d = differentiate(build_plan(sql, SCHEMA))
     filters = {s.probe: KeyFilter("", s.probe.type, values=tuple(t for t, _ in s.probe.reads)) for s in key_probes(d)}
-    plan = prune_keys(push_at(d.plan), filters)
+    plan = prune_keys(pushed(d.plan), filters)
     return {(n.scan.table, n.when, k.column, v) for n in plan.walk() if isinstance(n, Snapshot) for k in n.keys
             for v in k.values or ()}
 
