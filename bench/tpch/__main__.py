@@ -32,6 +32,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="the hand-rewritten variants (queries/qNN.dt.sql) instead of TPC-H's text, for comparison")
     p.add_argument("--no-keys", action="store_true",
                    help="leave the specification's keys undeclared (by default they are declared RELY)")
+    p.add_argument("--incremental-twin", action="store_true",
+                   help="also a REFRESH_MODE = INCREMENTAL twin per query, to compare AUTO (and its cost model) "
+                        "with the faster of INCREMENTAL and FULL in the same run")
     p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
                    help="where generated data is cached (one folder per scale factor)")
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     modes: dict[str, tuple[str, str | None]] = {}
     for q in queries:
         t = time.perf_counter()
-        dynamic.create(session, q)
+        dynamic.create(session, q, forced_incremental=args.incremental_twin)
         modes[q.name] = dynamic.chosen_mode(session, q.name)
         _say(f"{q.name}: AUTO chose {modes[q.name][0]}{' (' + modes[q.name][1] + ')' if modes[q.name][1] else ''}; "
              f"created with its FULL twin in {time.perf_counter() - t:.1f} s")
@@ -107,32 +110,36 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries:
             auto, full = dynamic.names(q)
             inc = dynamic.refresh(session, auto, at)
+            forced = dynamic.refresh(session, dynamic.incremental_twin(q), at) if args.incremental_twin else None
             rec = dynamic.refresh(session, full, at)
             if not args.skip_check:
-                for name in (auto, full):
+                for name in (auto, full) + ((dynamic.incremental_twin(q),) if forced else ()):
                     try:
                         dynamic.check(session, q, name)
                     except AssertionError as e:
                         failures.append(f"{batch} {name}: {str(e)[:500]}")
                         _say(f"  EQUALITY FAILED {failures[-1]}")
             size = session.table(auto).count()
-            done.append((q, inc, rec, size))
+            done.append((q, inc, rec, size, forced))
             _say(f"  {q.name}: {inc.action} {inc.seconds:.2f} s ({inc.jobs} jobs, {inc.rows_touched} rows) | "
                  f"FULL {rec.seconds:.2f} s ({rec.jobs} jobs)" + (f" | files read by key: {inc.pruned}"
-                                                                   if inc.pruned else ""))
+                                                                   if inc.pruned else "")
+                 + (f" | INCREMENTAL twin {forced.seconds:.2f} s ({forced.jobs} jobs)" if forced else ""))
         sdp = None
         if spec is not None:
             sdp = pipelines.run(spec, batch, args.driver_memory)
             sdp_totals[batch] = sdp.seconds
             _say(f"  spark-pipelines run: {sdp.seconds:.1f} s, exit {sdp.returncode} {sdp.error}")
-        for q, inc, rec, size in done:
+        for q, inc, rec, size, forced in done:
             rows.append(report.Row(
                 batch, q.name, modes[q.name][0], inc.action, modes[q.name][1] or inc.reason or "", inc.seconds,
                 inc.jobs, inc.rows_touched, rec.seconds, rec.jobs, rec.rows_touched,
-                sdp.flows.get(q.name) if sdp else None, size, inc.pruned))
+                sdp.flows.get(q.name) if sdp else None, size, inc.pruned,
+                forced.seconds if forced else None, forced.action if forced else None))
 
     title = f"TPC-H SF {args.sf:g}, {args.master}"
     report.print_table(rows, batch_rows, sdp_totals)
+    report.print_auto(rows)
     report.write_csv(rows, work / "results.csv")
     report.write_png(rows, work / "results.png", title)
     _say(f"\nCSV {work / 'results.csv'}; chart {work / 'results.png'}")

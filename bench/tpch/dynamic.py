@@ -19,11 +19,19 @@ def names(query: Query) -> tuple[str, str]:
     return query.name, f"{query.name}_full"
 
 
-def create(session: Any, query: Query, *, full_twin: bool = True) -> None:
+def incremental_twin(query: Query) -> str:
+    """The REFRESH_MODE = INCREMENTAL twin, which the cost model never turns into FULL (`--incremental-twin`)."""
+    return f"{query.name}_inc"
+
+
+def create(session: Any, query: Query, *, full_twin: bool = True, forced_incremental: bool = False) -> None:
     auto, full = names(query)
     session.sql(f"CREATE DYNAMIC TABLE {auto} TARGET_LAG = '{TARGET_LAG}' REFRESH_MODE = AUTO AS {query.dynamic}")
     if full_twin:
         session.sql(f"CREATE DYNAMIC TABLE {full} TARGET_LAG = '{TARGET_LAG}' REFRESH_MODE = FULL AS {query.dynamic}")
+    if forced_incremental:
+        session.sql(f"CREATE DYNAMIC TABLE {incremental_twin(query)} TARGET_LAG = '{TARGET_LAG}' "
+                    f"REFRESH_MODE = INCREMENTAL AS {query.dynamic}")
 
 
 def chosen_mode(session: Any, name: str) -> tuple[str, str | None]:

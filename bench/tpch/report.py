@@ -25,6 +25,13 @@ class Row:
     sdp_s: float | None  # the query's flow in the pipeline run (None: not run or failed)
     result_rows: int  # rows in the dynamic table after the refresh
     inc_pruned: str = ""  # the INCREMENTAL refresh's snapshot reads narrowed by join keys (files read/of)
+    forced_s: float | None = None  # the REFRESH_MODE = INCREMENTAL twin (--incremental-twin)
+    forced_action: str | None = None
+
+    @property
+    def best_s(self) -> float | None:
+        """The faster of the INCREMENTAL twin and the FULL twin."""
+        return min(self.forced_s, self.full_s) if self.forced_s and self.full_s else None
 
     @property
     def full_over_inc(self) -> float | None:
@@ -55,13 +62,30 @@ def print_table(rows: list[Row], batch_rows: dict[str, int], sdp_totals: dict[st
               f"{_fmt(sum(r.sdp_s or 0 for r in rows if r.batch == batch)):>8}{_fmt(full / inc if inc else None):>10}")
 
 
+def print_auto(rows: list[Row]) -> None:
+    """AUTO against the faster of its INCREMENTAL and FULL twins, per batch (rows with an INCREMENTAL twin)."""
+    for batch in dict.fromkeys(r.batch for r in rows if r.best_s):
+        part = [r for r in rows if r.batch == batch and r.best_s]
+        print(f"\n== {batch}: AUTO against the faster of INCREMENTAL and FULL")
+        print(f"{'query':<6}{'AUTO did':<12}{'AUTO s':>8}{'INC s':>8}{'FULL s':>8}{'AUTO/best':>11}")
+        for r in part:
+            print(f"{r.query:<6}{r.action:<12}{r.inc_s:>8.2f}{_fmt(r.forced_s):>8}{_fmt(r.full_s):>8}"
+                  f"{r.inc_s / (r.best_s or 1):>11.2f}")
+        auto, best = sum(r.inc_s for r in part), sum(r.best_s or 0 for r in part)
+        over = [r.query for r in part if r.inc_s > 1.1 * (r.best_s or 0)]
+        print(f"{'all':<6}{'':<12}{auto:>8.2f}{sum(r.forced_s or 0 for r in part):>8.2f}"
+              f"{sum(r.full_s or 0 for r in part):>8.2f}{auto / best:>11.2f}")
+        print(f"more than 10% over the faster: {', '.join(over) or 'none'}")
+
+
 def write_csv(rows: list[Row], path: Path) -> None:
-    names = [f.name for f in fields(Row)] + ["full_over_inc", "sdp_over_inc"]
+    names = [f.name for f in fields(Row)] + ["full_over_inc", "sdp_over_inc", "best_s"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=names)
         writer.writeheader()
         for r in rows:
-            writer.writerow({**asdict(r), "full_over_inc": r.full_over_inc, "sdp_over_inc": r.sdp_over_inc})
+            writer.writerow({**asdict(r), "full_over_inc": r.full_over_inc, "sdp_over_inc": r.sdp_over_inc,
+                             "best_s": r.best_s})
 
 
 def write_png(rows: list[Row], path: Path, title: str) -> None:
