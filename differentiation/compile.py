@@ -95,9 +95,14 @@ def _union_all(selects: list[exp.Query]) -> exp.Query:
 class Compiler:
     """Compiles plans against `sources` into CTEs; `query` wraps a final SELECT with every CTE it needs."""
 
-    def __init__(self, sources: Sources, shared: frozenset[Node] | None = None) -> None:
+    def __init__(self, sources: Sources, shared: frozenset[Node] | None = None, *, broadcast_keys: bool = False
+                 ) -> None:
         self.sources = sources
         self.shared = shared  # nodes read more than once (emitted as CTEs); None: every node a CTE
+        # Spark cannot size a key set (a DISTINCT over change reads) before running it, so without adaptive
+        # execution it shuffles the whole snapshot a restriction filters; a caller that knows the change is small
+        # asks for the key set to be broadcast instead, and the snapshot is filtered as it is scanned.
+        self.broadcast_keys = broadcast_keys
         self._names: dict[Node, str] = {}
         self._ctes: list[exp.CTE] = []
         self._dispatch: dict[type[Node], Callable[[Node], exp.Query]] = {
@@ -273,8 +278,12 @@ class Compiler:
             on = exp.or_(*(exp.and_(*(exp.NullSafeEQ(this=e.expr.copy(), expression=col(f"__k{i}", "k"))
                                       for i, e in enumerate(alt)))
                            for alt in node.alternatives))
-        return (exp.select(exp.Star()).from_(self.source(node.child))
-                .join(self.source(node.keys, "k"), on=on, join_type="LEFT SEMI"))
+        select = (exp.select(exp.Star()).from_(self.source(node.child))
+                  .join(self.source(node.keys, "k"), on=on, join_type="LEFT SEMI"))
+        if self.broadcast_keys:
+            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[
+                exp.Table(this=ident("k"))])]))
+        return select
 
     def _consolidate(self, node: Node) -> exp.Query:
         assert isinstance(node, Consolidate)
@@ -396,8 +405,9 @@ def shared_nodes(plan: Node) -> frozenset[Node]:
     return frozenset(n for n, k in uses.items() if k > 1)
 
 
-def compile_plan(plan: Node, sources: Sources) -> tuple[Compiler, str]:
-    """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows."""
+def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False) -> tuple[Compiler, str]:
+    """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows;
+    `broadcast_keys`: the key sets of restrictions are small (see `Compiler`)."""
     plan = pushed(plan)
-    compiler = Compiler(sources, shared_nodes(plan))
+    compiler = Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys)
     return compiler, compiler.name(plan)

@@ -27,16 +27,20 @@ def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
     return prune.key_probes(pushed(d.plan))
 
 
-def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None) -> exp.Select:
+def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
+                  broadcast_keys: bool = False) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
     ISUPDATE is computed last, over the minimum delta: true exactly when a DELETE and an INSERT
     share a row id. Shapes without consolidation (ADDED_ONLY, REMOVED_ONLY, NO_DATA) hold one action
     only, so ISUPDATE is false there, as it always is for APPEND_ONLY. `keys`: the values the caller read for
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
+    `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint).
     """
     plan = prune.prune_keys(pushed(d.plan), keys) if keys else d.plan
-    compiler, body = compile_plan(plan, sources)
+    if broadcast_keys:
+        plan = prune.restrict_terms(pushed(plan))
+    compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])

@@ -24,9 +24,13 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from differentiation.constraints import equalities, passed_through
-from differentiation.delta_nodes import ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, Restrict, Snapshot, Sum
-from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Node, Project, UnionAll, Window
+from differentiation.delta_nodes import (
+    ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, KeySet, Restrict, Snapshot, Sum,
+)
+from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, UnionAll, Window
+from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
+from differentiation.sql import col
 
 
 @dataclass(frozen=True)
@@ -43,35 +47,46 @@ def _base(scan_alias: str, column: str) -> str:
     return column[len(scan_alias) + 1:]
 
 
-def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
-    """(table, column, type) of every change read whose values include those of `column` in change set `node`;
-    None when some values may come from a snapshot (finding them would cost a scan)."""
+def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | None:
+    """Every change read (and its column) whose values include those of `column` in change set `node`; None when
+    some values may come from a snapshot (finding them would cost a scan)."""
     if isinstance(node, ChangeRead):
-        base = _base(node.scan.alias, column)
-        return ((node.scan.table, base, dict(node.scan.schema)[base]),)
+        return ((node, column),)
     if isinstance(node, Empty):
         return ()
     if isinstance(node, (Filter, Consolidate, Restrict)):
-        return _change_reads(node.child, column)
+        return _reads_of(node.child, column)
     if isinstance(node, Generate):
-        return _change_reads(node.child, column) if column in node.child.columns() else None
+        return _reads_of(node.child, column) if column in node.child.columns() else None
     if isinstance(node, Project):
         source = passed_through(node, column)
-        return None if source is None else _change_reads(node.child, source)
+        return None if source is None else _reads_of(node.child, source)
     if isinstance(node, Join):
         side = node.left if column in node.left.columns() else node.right
-        return _change_reads(side, column) if side.is_delta else None
+        return _reads_of(side, column) if side.is_delta else None
     if isinstance(node, (Sum, UnionAll)):
         inputs = node.terms if isinstance(node, Sum) else node.inputs
         position = node.columns().index(column)
-        found: list[tuple[str, str, str]] = []
+        found: list[tuple[ChangeRead, str]] = []
         for child in inputs:
-            reads = _change_reads(child, child.columns()[position])
+            reads = _reads_of(child, child.columns()[position])
             if reads is None:
                 return None
             found += reads
         return tuple(found)
     return None
+
+
+def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
+    """(table, column, type) of every change read whose values include those of `column` in change set `node`."""
+    reads = _reads_of(node, column)
+    if reads is None:
+        return None
+    out = []
+    for read, name in reads:
+        base = _base(read.scan.alias, name)
+        out.append((read.scan.table, base, dict(read.scan.schema)[base]))
+    return tuple(out)
 
 
 LeafRewrite = Callable[[Snapshot, str], Node]
@@ -225,6 +240,45 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
                 node = node.copy(left=_restrict_state(node.left, column, narrow))
             else:
                 node = node.copy(right=_restrict_state(node.right, column, narrow))
+        return node
+
+    return rewrite(plan)
+
+
+def _scanned(node: Node) -> Node:
+    """The node under the filters and projections of `node`."""
+    while isinstance(node, (Filter, Project)):
+        node = node.child
+    return node
+
+
+def restrict_terms(plan: Node) -> Node:
+    """`plan` (pushed) with the state side of every join term ΔQ ⋈ R (inner, semi, anti; R one snapshot, filtered
+    or projected) whose key comes straight from change reads restricted to the keys those reads hold
+    (`R ⋉k πk(reads)`).
+
+    A superset of ΔQ's keys (it ignores filters on the way), so every row of R that can match stays. Meant for
+    broadcast key sets (`compile_plan(..., broadcast_keys=True)`): R is then filtered as it is scanned, where Spark,
+    unable to size ΔQ without adaptive execution, would shuffle all of R to meet it. Literal key filters
+    (`prune_keys`) skip files; this skips the shuffle when the keys are scattered over every file."""
+    def rewrite(node: Node) -> Node:
+        node = map_children(node, rewrite)
+        if not isinstance(node, Join) or node.kind not in ("inner", "semi", "anti") or \
+                node.left.is_delta == node.right.is_delta:
+            return node
+        delta_side = "left" if node.left.is_delta else "right"
+        delta, state = (node.left, node.right) if delta_side == "left" else (node.right, node.left)
+        for a, b in equalities(node.condition.expr if node.condition is not None else None):
+            if a in state.columns():
+                a, b = b, a
+            if a not in delta.columns() or b not in state.columns():
+                continue
+            reads = _reads_of(delta, a)
+            if not reads or _leaf_of(state, b) is None or not isinstance(_scanned(state), Snapshot):
+                continue
+            keys = KeySet(tuple(r for r, _ in reads), tuple((Scalar(col(c)),) for _, c in reads))
+            restricted = push_restrictions(Restrict(state, ((Scalar(col(b)),),), keys))
+            return node.copy(**{"right" if delta_side == "left" else "left": restricted})
         return node
 
     return rewrite(plan)

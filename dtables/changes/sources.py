@@ -26,10 +26,17 @@ from dtables.changes.keys import (
 )
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.reader import redundant_delta, snapshot
+from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
 from dtables.changes.shapes import change_stats
 
 _view_names = itertools.count()
+
+# Changes of at most this many rows (added plus removed, over every interval, by the commits' metrics) broadcast the
+# key sets that restrict snapshots; 0 never does. Bigger changes leave the join to Spark: a key set of millions of
+# values is better shuffled than copied to every task.
+BROADCAST_KEYS_MAX_ROWS = "spark.dtables.refresh.broadcastKeysMaxRows"
+DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
 
 
 class IntervalSources:
@@ -90,7 +97,26 @@ class IntervalSources:
     def changes_query(self, derivative: diff.Derivative) -> Any:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
         keys of the change reads (one probe job when some term is worth it)."""
-        return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)))
+        return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
+                                  broadcast_keys=self.small_change())
+
+    def small_change(self) -> bool:
+        """Whether the intervals changed at most ``spark.dtables.refresh.broadcastKeysMaxRows`` rows (logs only)."""
+        value = self.settings.conf.get(BROADCAST_KEYS_MAX_ROWS, None)
+        try:
+            most = int(value) if value is not None else DEFAULT_BROADCAST_KEYS_MAX_ROWS
+        except ValueError as e:
+            raise ValueError(f"{BROADCAST_KEYS_MAX_ROWS} must be a number of rows, not {value!r}") from e
+        if most <= 0:
+            return False
+        rows = 0
+        for table, i in self.intervals.items():
+            log = self._log(table)
+            for version in range(i.start_version + 1, i.end_version + 1):
+                rows += sum(commit_rows(log.commit(version)))
+                if rows > most:
+                    return False
+        return True
 
     def key_filters(self, sites: tuple[diff.PruneSite, ...]) -> dict[diff.KeyProbe, diff.KeyFilter]:
         """The keys of the change reads each prunable join term needs (`differentiation.key_probes`), read in one

@@ -15,7 +15,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from dtables.changes.log import Commit, DeltaLog, FileAction
+from dtables.changes.log import DeltaLog
+from dtables.changes.row_counts import commit_rows
 from dtables.dynamic import history
 from dtables.dynamic.cost import CostDecision, CostInputs, CostSettings, Measured, SourceChange, choose
 from dtables.dynamic import definition as defs
@@ -51,37 +52,6 @@ def _number(spark: Any, key: str, default: float, what: str) -> float:
         return float(value) if value is not None else default
     except ValueError as e:
         raise DynamicTableError(f"{key} must be {what}, not {value!r}") from e
-
-
-def _records(files: list[FileAction]) -> int:
-    return sum(f.num_records or 0 for f in files)
-
-
-def _metric(metrics: Mapping[str, Any], key: str) -> int | None:
-    value = metrics.get(key)
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def commit_rows(commit: Commit) -> tuple[int, int]:
-    """(rows added, rows removed) by one commit, as its operation metrics count them where it has them."""
-    adds = [f for f in commit.files if f.kind == "add" and f.data_change]
-    removes = [f for f in commit.files if f.kind == "remove" and f.data_change]
-    if not adds and not removes:
-        return 0, 0
-    m, op = commit.metrics or {}, (commit.operation or "").upper()
-    if op == "DELETE" and (deleted := _metric(m, "numDeletedRows")) is not None:
-        return 0, deleted
-    if op == "UPDATE" and (updated := _metric(m, "numUpdatedRows")) is not None:
-        return updated, updated
-    if op == "MERGE" and (inserted := _metric(m, "numTargetRowsInserted")) is not None:
-        updated, deleted = _metric(m, "numTargetRowsUpdated") or 0, _metric(m, "numTargetRowsDeleted") or 0
-        return inserted + updated, updated + deleted
-    if (written := _metric(m, "numOutputRows")) is not None:  # WRITE, STREAMING UPDATE, ... AS SELECT
-        return written, _records(removes)  # an overwrite replaces the rows of the files it removed
-    return _records(adds), _records(removes)
 
 
 def _size(log: DeltaLog, version: int) -> tuple[int | None, int | None]:

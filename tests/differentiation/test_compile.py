@@ -109,3 +109,14 @@ def test_snapshot_query_is_valid_spark_sql_with_quoted_names() -> None:
     text = snapshot_query(plan, Names(), "end").sql("spark")
     assert "`odd name`" in text and "`count(1)`" in text
     assert sqlglot.parse_one(text, read="spark").find(exp.With) is not None
+
+
+def test_key_sets_are_broadcast_only_when_the_caller_says_the_change_is_small() -> None:
+    d = differentiate(build_plan("SELECT r.k, max(s.w) AS m FROM r JOIN s ON r.k = s.k GROUP BY r.k", SCHEMA))
+    plain = changes_query(d, Names()).sql(dialect="spark")
+    hinted = changes_query(d, Names(), broadcast_keys=True).sql(dialect="spark")
+    restrictions = hinted.count("LEFT SEMI JOIN")
+    assert restrictions >= 4  # the groups restricted on both sides of the join, at both ends
+    assert "BROADCAST" not in plain
+    assert hinted.count("/*+ BROADCAST(`k`) */") == restrictions
+    assert sqlglot.parse_one(hinted, read="spark") is not None
