@@ -146,19 +146,27 @@ def _leaf_of(state: Node, column: str) -> tuple[Snapshot, str] | None:
     return found[0] if _restrict_state(state, column, note) is not None and len(found) == 1 else None
 
 
+def _term_keys(join: Join) -> list[tuple[Node, Node, str, str]]:
+    """(delta side, state side, delta column, state column) of each equality of a join term ΔQ ⋈ R (inner, semi or
+    anti: a filter on R's key commutes with it); none for other joins."""
+    if join.kind not in ("inner", "semi", "anti") or join.left.is_delta == join.right.is_delta:
+        return []
+    delta, state = (join.left, join.right) if join.left.is_delta else (join.right, join.left)
+    found = []
+    for a, b in equalities(join.condition.expr if join.condition is not None else None):
+        if a in state.columns():
+            a, b = b, a
+        if a in delta.columns() and b in state.columns():
+            found.append((delta, state, a, b))
+    return found
+
+
 def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     """(state-side column, the snapshot leaf it comes from and its column there, the probe of its keys) for each
     equality of `join`
     whose keys change reads give and whose state side a filter on the column can restrict."""
-    if join.kind not in ("inner", "semi", "anti") or join.left.is_delta == join.right.is_delta:
-        return []
-    delta, state = (join.left, join.right) if join.left.is_delta else (join.right, join.left)
     sites = []
-    for a, b in equalities(join.condition.expr if join.condition is not None else None):
-        if a in state.columns():
-            a, b = b, a
-        if a not in delta.columns() or b not in state.columns():
-            continue
+    for delta, state, a, b in _term_keys(join):
         reads = _change_reads(delta, a)
         leaf = _leaf_of(state, b) if reads is not None else None
         if reads is None or leaf is None:
@@ -263,22 +271,15 @@ def restrict_terms(plan: Node) -> Node:
     (`prune_keys`) skip files; this skips the shuffle when the keys are scattered over every file."""
     def rewrite(node: Node) -> Node:
         node = map_children(node, rewrite)
-        if not isinstance(node, Join) or node.kind not in ("inner", "semi", "anti") or \
-                node.left.is_delta == node.right.is_delta:
+        if not isinstance(node, Join):
             return node
-        delta_side = "left" if node.left.is_delta else "right"
-        delta, state = (node.left, node.right) if delta_side == "left" else (node.right, node.left)
-        for a, b in equalities(node.condition.expr if node.condition is not None else None):
-            if a in state.columns():
-                a, b = b, a
-            if a not in delta.columns() or b not in state.columns():
-                continue
+        for delta, state, a, b in _term_keys(node):
             reads = _reads_of(delta, a)
             if not reads or _leaf_of(state, b) is None or not isinstance(_scanned(state), Snapshot):
                 continue
             keys = KeySet(tuple(r for r, _ in reads), tuple((Scalar(col(c)),) for _, c in reads))
             restricted = push_restrictions(Restrict(state, ((Scalar(col(b)),),), keys))
-            return node.copy(**{"right" if delta_side == "left" else "left": restricted})
+            return node.copy(**{"left" if state is node.left else "right": restricted})
         return node
 
     return rewrite(plan)

@@ -49,3 +49,22 @@ def test_a_key_with_no_equal_on_the_other_side_restricts_its_own_side_only() -> 
         "SELECT r.v, count(*) AS c FROM r JOIN s ON r.k < s.k GROUP BY r.v", SCHEMA)).plan)
     joins = [n for n in plan.walk() if isinstance(n, Join) and not n.is_delta]
     assert any(isinstance(j.left, Restrict) and not isinstance(j.right, Restrict) for j in joins)
+
+
+def test_join_terms_restrict_their_snapshot_to_the_change_reads_keys() -> None:
+    from differentiation.delta_nodes import ChangeRead, KeySet
+    from differentiation.prune import restrict_terms
+
+    def restricted(sql: str) -> set[tuple[str, str, frozenset[str]]]:
+        plan = restrict_terms(pushed(differentiate(build_plan(sql, SCHEMA)).plan))
+        return {(n.child.scan.table, n.child.when, frozenset(i.scan.table for i in n.keys.inputs))
+                for n in plan.walk() if isinstance(n, Restrict) and isinstance(n.child, Snapshot)
+                and isinstance(n.keys, KeySet) and all(isinstance(i, ChangeRead) for i in n.keys.inputs)}
+
+    # Δr ⋈ s@I1 reads s by Δr's keys, r@I0 ⋈ Δs reads r by Δs's keys; EXISTS's ΔL ⋉ R@I1 likewise
+    assert restricted("SELECT r.v, s.w FROM r JOIN s ON r.k = s.k") == {
+        ("s", "end", frozenset({"r"})), ("r", "start", frozenset({"s"}))}
+    assert ("s", "end", frozenset({"r"})) in restricted(
+        "SELECT r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k)")
+    # a key computed on the way (r.k + 1) is not a change read's value: nothing to restrict by
+    assert restricted("SELECT r.v, s.w FROM r JOIN s ON r.k + 1 = s.k") == set()
