@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from dtables.changes.log import DeltaLog
+from dtables.changes.log import Commit, DeltaLog, FileAction
 from dtables.changes.row_counts import commit_rows
 from dtables.dynamic import history
 from dtables.dynamic.cost import CostDecision, CostInputs, CostSettings, Measured, SourceChange, choose
@@ -67,6 +67,34 @@ def _size(log: DeltaLog, version: int) -> tuple[int | None, int | None]:
     return sum(f.size or 0 for f in files), rows
 
 
+def _deleted(f: FileAction) -> int:
+    return f.deletion_vector.cardinality if f.deletion_vector is not None else 0
+
+
+def _file_changes(commit: Commit) -> tuple[int, int, int]:
+    """(bytes added, bytes removed, rows those bytes hold) by one commit's data files. A file whose deletion vector
+    grew is removed and added again under its own path: only the share of its bytes the newly deleted rows hold
+    changed (a DELETE of one row of a 100 MB file marks one row, which counting the file twice made 200 MB)."""
+    adds = {f.path: f for f in commit.files if f.kind == "add" and f.data_change}
+    added = removed = rows = 0
+    for f in commit.files:
+        if f.kind != "remove" or not f.data_change:
+            continue
+        again = adds.pop(f.path, None)
+        records = f.num_records or (again.num_records if again is not None else None)
+        if again is not None and records:
+            newly = max(_deleted(again) - _deleted(f), 0)
+            removed += (f.size or again.size or 0) * newly // records
+            rows += newly
+            continue
+        removed += f.size or 0
+        rows += f.num_records or 0
+    for f in adds.values():
+        added += f.size or 0
+        rows += f.num_records or 0
+    return added, removed, rows
+
+
 def source_change(spark: Any, source: SourceVersion, old: int | None) -> SourceChange:
     """What changed in ``source`` after version ``old`` (None or not older: nothing), and its size now."""
     log = DeltaLog(spark, source.location, source.name)
@@ -78,13 +106,9 @@ def source_change(spark: Any, source: SourceVersion, old: int | None) -> SourceC
         commit = log.commit(version)
         a, r = commit_rows(commit)
         added, removed = added + a, removed + r
-        for f in commit.files:
-            if f.data_change and f.kind in ("add", "remove"):
-                if f.kind == "add":
-                    added_bytes += f.size or 0
-                else:
-                    removed_bytes += f.size or 0
-                file_rows += f.num_records or 0
+        a_bytes, r_bytes, rows_of_bytes = _file_changes(commit)
+        added_bytes, removed_bytes = added_bytes + a_bytes, removed_bytes + r_bytes
+        file_rows += rows_of_bytes
     if rows is None and size is not None and file_rows and added_bytes + removed_bytes:
         rows = round(size * file_rows / (added_bytes + removed_bytes))  # the changed files' bytes per row
     return SourceChange(source.name, added, removed, added_bytes, removed_bytes, rows, size)
