@@ -10,18 +10,22 @@ gathers the inputs (``dtables.dynamic.measure``) and records the decision in the
 2. a change touching at least ``full_fraction`` of one source's rows: FULL ("FULL: 52% of default.lineitem
    changed"): each join term of the derivative then reads about as much as the query itself;
 3. both estimates known: FULL when ``FULL * (1 + margin) < INCREMENTAL``, else INCREMENTAL;
-4. otherwise (no measured incremental refresh yet, or no measured FULL): INCREMENTAL.
+4. otherwise (no incremental refresh measured in the warehouse yet, or no measured FULL): INCREMENTAL.
 
 Estimates (seconds):
 - FULL = ``t_full * bytes_now / bytes_then``: the last full computation (the initial refresh, a REINITIALIZE or a
   FULL this model chose) scaled by the bytes a recompute reads and writes (sources plus the table);
 - INCREMENTAL = ``fixed + rate * change_bytes``, fitted by least squares (non-negative) to the table's recent
   incremental refreshes ``(change_bytes, seconds)``; with fewer than two distinct change sizes, ``rate`` is the
-  last FULL's seconds per byte and ``fixed`` what the measured refreshes took beyond that.
+  last FULL's seconds per byte and ``fixed`` what the measured refreshes took beyond that. Before the table's first
+  incremental refresh, ``fixed`` is the median time of the warehouse's other recent incremental refreshes (most of
+  an incremental refresh's time at small changes is the engine's fixed cost, the same for every table), so the
+  first change after CREATE is not refreshed INCREMENTAL blindly.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,6 +86,7 @@ class CostInputs:
     table_bytes: int | None = None
     last_full: Measured | None = None
     incrementals: tuple[Measured, ...] = ()  # newest first
+    borrowed: tuple[float, ...] = ()  # seconds of other tables' newest incremental refreshes (the prior)
 
     @property
     def change_bytes(self) -> int:
@@ -145,7 +150,9 @@ def estimate_incremental(inputs: CostInputs) -> float | None:
     full_rate = full.seconds / full.bytes if full is not None and full.bytes else None
     fitted = fit_incremental(inputs.incrementals, full_rate)
     if fitted is None:
-        return None
+        if not inputs.borrowed:
+            return None
+        fitted = statistics.median(inputs.borrowed), full_rate or 0.0
     fixed, rate = fitted
     return fixed + rate * inputs.change_bytes
 
@@ -182,9 +189,11 @@ def choose(inputs: CostInputs, settings: CostSettings = CostSettings()) -> CostD
     if top is not None and top[0] >= settings.full_fraction:
         return decision(Action.FULL, f"FULL: {top[0]:.0%} of {top[1]} changed")
     if inc is not None and full is not None:
+        prior = "" if inputs.incrementals else " (other tables' incremental refreshes: none of its own yet)"
         if full * (1 + settings.margin) < inc:
-            return decision(Action.FULL, f"FULL: est. {_seconds(full)} against INCREMENTAL {_seconds(inc)}")
-        return decision(Action.INCREMENTAL, f"INCREMENTAL: est. {_seconds(inc)} against FULL {_seconds(full)}")
+            return decision(Action.FULL, f"FULL: est. {_seconds(full)} against INCREMENTAL {_seconds(inc)}{prior}")
+        return decision(Action.INCREMENTAL,
+                        f"INCREMENTAL: est. {_seconds(inc)}{prior} against FULL {_seconds(full)}")
     changed = f"; {top[0]:.0%} of {top[1]} changed" if top is not None else ""
     if inc is None:
         return decision(Action.INCREMENTAL, f"INCREMENTAL: no incremental refresh measured yet{changed}")

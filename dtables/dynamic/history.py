@@ -152,9 +152,12 @@ def latest(store: StateStore, name: str) -> RefreshRecord | None:
     return _record(rows[0]) if rows else None
 
 
-def recent(store: StateStore, name: str, where: str, limit: int) -> list[RefreshRecord]:
-    """The newest SUCCEEDED records of one table matching the SQL condition ``where`` (constant text), newest first."""
-    rows = store.query(f"SELECT * FROM refresh_history WHERE name = ? AND state = ? AND ({where}) "
+def recent(store: StateStore, name: str, where: str, limit: int, *, other_tables: bool = False
+           ) -> list[RefreshRecord]:
+    """The newest SUCCEEDED records of one table (or, with ``other_tables``, of every table but that one) matching the
+    SQL condition ``where`` (constant text), newest first."""
+    rows = store.query(f"SELECT * FROM refresh_history WHERE name {'<>' if other_tables else '='} ? AND state = ? "
+                       f"AND ({where}) "
                        "ORDER BY started_at DESC, rowid DESC LIMIT ?", (normalize(name), RefreshState.SUCCEEDED, limit))
     return [_record(r) for r in rows]
 

@@ -137,7 +137,10 @@ def gather(spark: Any, store: StateStore, d: Definition, sources: Mapping[str, S
     changes = tuple(source_change(spark, s, d.frontier.get(n) if d.source_identities.get(n) == s.identity else None)
                     for n, s in sources.items())
     last_full, incrementals = past_refreshes(store, spark, d.name, location)
-    return CostInputs(changes, table_bytes, last_full, incrementals)
+    borrowed = () if incrementals else tuple(
+        r.seconds for r in history.recent(store, d.name, f"action = '{Action.INCREMENTAL}'", INCREMENTAL_POINTS,
+                                          other_tables=True) if r.seconds is not None)
+    return CostInputs(changes, table_bytes, last_full, incrementals, borrowed)
 
 
 def history_fields(inputs: CostInputs, decision: CostDecision | None) -> dict[str, Any]:

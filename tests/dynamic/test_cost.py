@@ -138,3 +138,18 @@ def test_history_rows_written_before_the_cost_columns_stay_readable(tmp_path) ->
         "INCREMENTAL", None, None, None)
     history.update(store, "r1", cost_choice="FULL", estimate_full_s=1.5, change_bytes=10)
     assert history.recent(store, "default.t", "change_bytes IS NOT NULL", 5)[0].estimate_full_s == 1.5
+
+
+def test_before_its_first_incremental_refresh_a_table_borrows_the_warehouses() -> None:
+    # no incremental refresh of its own: other tables' took 4-6 s, FULL is estimated at 2 s, so FULL, and it says why
+    full = Measured(2.0, BIG)
+    inputs = CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full, borrowed=(4.0, 5.0, 6.0))
+    d = choose(inputs)
+    assert d.choice == Action.FULL and d.estimate_incremental_s == pytest.approx(5.0, rel=0.01)
+    assert d.reason == "FULL: est. 2.0 s against INCREMENTAL 5.0 s (other tables' incremental refreshes: none of its own yet)"
+    # its own refreshes, once there, are what counts
+    own = choose(CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full, incrementals=(Measured(1.0, 0),),
+                            borrowed=(4.0, 5.0, 6.0)))
+    assert own.choice == Action.INCREMENTAL and "other tables" not in own.reason
+    # nothing measured anywhere: INCREMENTAL, as before
+    assert choose(CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full)).choice == Action.INCREMENTAL
