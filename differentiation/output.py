@@ -37,9 +37,11 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
     `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint).
     """
-    plan = prune.prune_keys(pushed(d.plan), keys) if keys else d.plan
+    plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
+    if keys:
+        plan = prune.prune_keys(plan, keys)
     if broadcast_keys:
-        plan = prune.restrict_terms(pushed(plan))
+        plan = prune.restrict_terms(plan)
     compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
