@@ -17,7 +17,8 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from differentiation.delta_nodes import (
-    At, ChangeRead, Consolidate, Delta, Empty, KeySet, Restrict, Signed, Snapshot, StoredState, Sum,
+    AT_END, AT_START, At, BothEnds, ChangeRead, Consolidate, Delta, EndOf, Empty, KeyFilter, KeySet, Restrict, Signed,
+    Snapshot, StoredState, Sum,
 )
 from differentiation.plan import (
     FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scan, UnionAll, Window,
@@ -56,6 +57,16 @@ def pushed(plan: Node) -> Node:
 def _relation(text: str) -> exp.Expr:
     """A relation named by a `Sources` method (a quoted view name) as a table expression."""
     return exp.maybe_parse(text, into=exp.Table, dialect="spark")
+
+
+def _read(scan: Scan, view: str, keys: tuple[KeyFilter, ...], *extra: exp.Expr) -> exp.Select:
+    """The scan's columns (under their plan names), `__row_id` and `extra` from a view of the table, with the rows
+    the key filters allow."""
+    items = [alias(col(c, "s"), f"{scan.alias}.{c}") for c, _ in scan.schema]
+    select = exp.select(*items, col(ROW_ID, "s"), *extra).from_(_relation(view).as_("s", quoted=True))
+    for k in keys:
+        select = select.where(k.condition(col(k.column, "s")))
+    return select
 
 
 def _from(name: str, as_: str = "t") -> exp.Table:
@@ -111,6 +122,7 @@ class Compiler:
             UnionAll: self._union, Distinct: self._distinct, Empty: self._empty, Signed: self._signed,
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
             AlgebraicAggregateDelta: self._algebraic, Window: self._window, Generate: self._generate,
+            BothEnds: self._both_ends, EndOf: self._end_of,
         }
 
     def name(self, node: Node) -> str:
@@ -141,16 +153,32 @@ class Compiler:
 
     def _snapshot(self, node: Node) -> exp.Query:
         assert isinstance(node, Snapshot)
-        scan = node.scan
-        items = [alias(col(c, "s"), f"{scan.alias}.{c}") for c, _ in scan.schema]
         if node.keys:  # the caller may skip files by them; the WHERE keeps exactly the rows they allow
-            view = self.sources.snapshot(scan.table, node.when, node.keys)  # type: ignore[arg-type]
+            view = self.sources.snapshot(node.scan.table, node.when, node.keys)  # type: ignore[arg-type]
         else:
-            view = self.sources.snapshot(scan.table, node.when)  # type: ignore[arg-type]
-        select = exp.select(*items, col(ROW_ID, "s")).from_(_relation(view).as_("s", quoted=True))
-        for k in node.keys:
-            select = select.where(k.condition(col(k.column, "s")))
-        return select
+            view = self.sources.snapshot(node.scan.table, node.when)  # type: ignore[arg-type]
+        return _read(node.scan, view, node.keys)
+
+    def _both_ends(self, node: Node) -> exp.Query:
+        assert isinstance(node, BothEnds)
+        view = self.sources.ends(node.scan.table, node.keys)
+        return _read(node.scan, view, node.keys, col(AT_START, "s"), col(AT_END, "s"))
+
+    def _end_of(self, node: Node) -> exp.Query:
+        assert isinstance(node, EndOf)
+        flag = AT_START if node.when == "start" else AT_END
+        return exp.select(*_cols(node), col(ROW_ID)).from_(_from(self._computed_once(node.child))).where(col(flag))
+
+    def _computed_once(self, node: Node) -> str:
+        """`node`'s CTE, computed once for all its readers. Spark inlines a deterministic CTE into every reader
+        (each computes it again); a non-deterministic one it plans as one shuffle its readers reuse. The condition
+        `rand() >= 0` keeps every row and makes the CTE non-deterministic (Spark 4.2 then drops the condition
+        itself, having already decided)."""
+        if node not in self._names:
+            body = self._dispatch[type(node)](node)
+            once = exp.GTE(this=exp.Rand(), expression=number(0))
+            self._names[node] = self._emit(exp.select(exp.Star()).from_(body.subquery("o")).where(once))
+        return self._names[node]
 
     def _change_read(self, node: Node) -> exp.Query:
         assert isinstance(node, ChangeRead)

@@ -285,6 +285,48 @@ class Snapshot(Leaf):
         return f"{self.scan.label()} @{'I0' if self.when == 'start' else 'I1'}{pruned}"
 
 
+# The flags of a `BothEnds` read: whether the table holds the row at I0, at I1.
+AT_START, AT_END = "__at_start", "__at_end"
+
+
+@dataclass(frozen=True)
+class BothEnds(Leaf):
+    """A base table read once for both ends of the interval: every row it holds at I0 or I1, flagged by the ends
+    holding it (`AT_START`, `AT_END`); `EndOf` picks one end (`ends.share_ends`)."""
+
+    scan: Scan
+    keys: tuple[KeyFilter, ...] = ()  # as `Snapshot.keys`, for both ends
+
+    def columns(self) -> tuple[str, ...]:
+        return self.scan.columns() + (AT_START, AT_END)
+
+    @property
+    def is_delta(self) -> bool:
+        return False
+
+    def label(self) -> str:
+        pruned = "".join(f" keys {k.label()}" for k in self.keys)
+        return f"{self.scan.label()} @I0+I1{pruned}"
+
+
+@dataclass(frozen=True)
+class EndOf(Node):
+    """The rows of a `BothEnds` read (restricted) that the table holds at one end, without the flags."""
+
+    child: Node
+    when: str
+
+    def __post_init__(self) -> None:
+        if self.when not in WHENS or not {AT_START, AT_END} <= set(self.child.columns()):
+            raise ValueError(f"EndOf needs a read of both ends and one of {WHENS}")
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c in self.child.columns() if c not in (AT_START, AT_END))
+
+    def label(self) -> str:
+        return f"@{'I0' if self.when == 'start' else 'I1'} of"
+
+
 @dataclass(frozen=True)
 class StoredState(Leaf):
     """The previous result of a maintained aggregate as stored, with its helper columns (`__key<j>`, `__cnt`,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from differentiation.build import build_plan
-from differentiation import prune
+from differentiation import ends, prune
 from differentiation.compile import compile_plan, pushed
 from differentiation.delta_nodes import At, KeyFilter, KeyProbe
 from differentiation.derive import Derivative, differentiate
@@ -28,7 +28,7 @@ def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
-                  broadcast_keys: bool = False) -> exp.Select:
+                  broadcast_keys: bool = False, share_ends: bool = False) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
     ISUPDATE is computed last, over the minimum delta: true exactly when a DELETE and an INSERT
@@ -36,12 +36,16 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     only, so ISUPDATE is false there, as it always is for APPEND_ONLY. `keys`: the values the caller read for
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
     `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint).
+    `share_ends`: a table the plan reads restricted at both ends of the interval is read once for both
+    (`ends.py`; `Sources.ends`), for small changes too.
     """
     plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
     if keys:
         plan = prune.prune_keys(plan, keys)
     if broadcast_keys:
         plan = prune.restrict_terms(plan)
+    if share_ends:
+        plan = ends.share_ends(plan)
     compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:

@@ -19,6 +19,14 @@ class Sources(Protocol):
         keeps only rows passing them, so the relation may leave out files whose statistics rule them out."""
         ...
 
+    def ends(self, table: str, keys: tuple[KeyFilter, ...] = ()) -> str:
+        """A relation with the table's columns, `__row_id` and `__at_start`, `__at_end` BOOLEAN: every row the
+        table holds at either end of the interval, flagged by the ends holding it (the rows with `__at_start` are
+        exactly `snapshot(table, "start")`'s; a row both ends hold comes once with both flags, or once per end).
+        Read once where a plan needs both ends
+        (`ends.share_ends`); `keys` as for `snapshot`."""
+        ...
+
     def changes(self, table: str) -> str:
         """A relation with the table's columns plus `__action` ('INSERT'|'DELETE') and `__row_id`:
         a redundant delta of the table over the interval (may hold cancelling pairs)."""

@@ -54,12 +54,15 @@ from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, re
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
+    AT_END,
+    AT_START,
     CHANGE_TYPE,
     FILE,
     FRESH,
     RCV,
     RID,
     scan_change_files,
+    scan_ends,
     scan_files,
     table_schema,
     without_marked_rows,
@@ -378,21 +381,10 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
     files are left out of a direct read (Delta's time travel skips files by the caller's filter itself)."""
     location = location or resolve_location(spark, table)
     log = open_log(spark, Interval(table, version, version, location))
-    if not 0 <= version <= log.latest_version:
-        raise VersionNotFound(
-            f"snapshot of {table}: version {version} does not exist; the table has versions 0 to "
-            f"{log.latest_version}"
-        )
-    meta = log.metadata_at(version)
-    if not meta.row_tracking:
-        raise TrackingDisabled(
-            f"snapshot of {table} at version {version}: row tracking was off at that version, so rows have no "
-            f"ids; turn it on with {ENABLE_TRACKING_FIX.format(table=table)} and use a later version"
-        )
+    meta = _tracked(log, table, version)
     columns = [f.name for f in table_schema(meta).fields]
     files = log.files_at(version) if direct_snapshots(spark) else None
-    if files and meta.column_mapping == "none" and all(f.base_row_id is not None for f in files) \
-            and few_marks(files):
+    if files and _direct(meta, files):
         # The version's files straight from parquet, row ids per the row-tracking spec (see scan.py), without the
         # rows their deletion vectors mark: the same rows and ids as Delta's time travel below, without the
         # Spark job that rebuilds the snapshot.
@@ -408,6 +400,66 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
         *[F.col(quote_column(c)) for c in columns],
         row_id_string(meta.table_id, row_id).alias(DELTA_ROW_ID),
     )
+
+
+def _tracked(log: DeltaLog, table: str, version: int) -> TableMetadata:
+    """The table's metadata at ``version``, which must exist and have row tracking on."""
+    if not 0 <= version <= log.latest_version:
+        raise VersionNotFound(
+            f"snapshot of {table}: version {version} does not exist; the table has versions 0 to "
+            f"{log.latest_version}"
+        )
+    meta = log.metadata_at(version)
+    if not meta.row_tracking:
+        raise TrackingDisabled(
+            f"snapshot of {table} at version {version}: row tracking was off at that version, so rows have no "
+            f"ids; turn it on with {ENABLE_TRACKING_FIX.format(table=table)} and use a later version"
+        )
+    return meta
+
+
+def _direct(meta: TableMetadata, files: tuple[FileAction, ...]) -> bool:
+    """Whether ``files`` can be read straight from parquet with their row ids (see scan.py)."""
+    return meta.column_mapping == "none" and all(f.base_row_id is not None for f in files) and few_marks(files)
+
+
+def snapshot_ends(spark: Any, table: str, start: int, end: int, *, location: str | None = None,
+                  keep: Callable[[FileAction], bool] | None = None) -> DataFrame:
+    """The table at versions ``start`` and ``end`` in one relation: table columns, ``__row_id``, and ``__at_start``,
+    ``__at_end`` (whether each version holds the row). One read of the files of both (``scan.scan_ends``) where
+    both can be read directly with one schema; else the two snapshots, each row flagged with its own version only.
+    ``keep`` as for ``snapshot``."""
+    location = location or resolve_location(spark, table)
+    log = open_log(spark, Interval(table, start, end, location))
+    metas = _tracked(log, table, start), _tracked(log, table, end)
+    lists = (log.files_at(start), log.files_at(end)) if direct_snapshots(spark) else (None, None)
+    first, last = lists
+    if first is not None and last is not None and (first or last) and _one_layout(*metas) \
+            and _direct(metas[1], first + last) and _same_ids(first, last):
+        if keep is not None:  # at least one file, so the read has the table's schema (the filter empties it)
+            kept = tuple(f for f in first if keep(f)), tuple(f for f in last if keep(f))
+            first, last = kept if any(kept) else ((first or last)[:1], ())
+        df = scan_ends(spark, location, metas[1], first, last)
+        return df.select(*[F.col(quote_column(f.name)) for f in table_schema(metas[1]).fields],
+                         row_id_string(metas[1].table_id, F.col(RID)).alias(DELTA_ROW_ID), F.col(AT_START),
+                         F.col(AT_END))
+    at_start = snapshot(spark, table, start, location=location, keep=keep)
+    at_end = snapshot(spark, table, end, location=location, keep=keep)
+    return at_start.select("*", F.lit(True).alias(AT_START), F.lit(False).alias(AT_END)).unionByName(
+        at_end.select("*", F.lit(False).alias(AT_START), F.lit(True).alias(AT_END)), allowMissingColumns=True)
+
+
+def _one_layout(a: TableMetadata, b: TableMetadata) -> bool:
+    return (a.table_id, a.schema_json, a.partition_columns) == (b.table_id, b.schema_json, b.partition_columns)
+
+
+def _same_ids(a: tuple[FileAction, ...], b: tuple[FileAction, ...]) -> bool:
+    """Whether every file both lists hold has the same row ids in both (a file keeps them when re-added with a new
+    deletion vector)."""
+    other = {f.path: f for f in b}
+    return all((f.base_row_id, f.default_row_commit_version) ==
+               (other[f.path].base_row_id, other[f.path].default_row_commit_version)
+               for f in a if f.path in other)
 
 
 CHANGE_DATA_FILES = "spark.dtables.changeDataFiles"

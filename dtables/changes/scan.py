@@ -83,18 +83,11 @@ def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileSca
 def _scan_direct(
     spark: Any, location: str, metadata: TableMetadata, schema: T.StructType, scan: FileScan
 ) -> DataFrame:
-    partition_columns = set(metadata.partition_columns)
-    mat_rid = metadata.materialized_row_id_column
-    mat_rcv = metadata.materialized_row_commit_version_column
-    read_fields = [f for f in schema.fields if f.name not in partition_columns]
-    read_fields += [T.StructField(c, T.LongType(), True) for c in (mat_rid, mat_rcv) if c]
     marks, selective, empty, mark_rows = _row_marks(spark, location, scan.row_filters)
     files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
-    paths = [join(location, unquote(f.path)) for f in files]
-    raw = spark.read.schema(T.StructType(read_fields)).parquet(*paths)
+    tagged = _direct_read(spark, location, metadata, schema, files)
     if len(files) == 1 and files[0].path in empty:
-        raw = raw.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
-    tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+        tagged = tagged.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
     if marks is not None:
         # Rows are picked (or left out) by row index before anything is computed for them: a file read for the
         # few rows its vector newly marks costs one pass over its columns, not the per-row work below.
@@ -113,21 +106,92 @@ def _scan_direct(
             tagged = tagged.join(F.broadcast(marks), on, "left").where(keep) \
                 .drop(_MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
+    return _identified(tagged, metadata, schema, files)
+
+
+def _identified(tagged: DataFrame, metadata: TableMetadata, schema: T.StructType, files: tuple[FileAction, ...],
+                *extra: Column) -> DataFrame:
+    """A direct read of ``files`` tagged with ``__file`` and its row index, as the table's columns (partition values
+    from the log), the row-tracking identity columns, and ``extra``."""
+    mat_rid = metadata.materialized_row_id_column
+    mat_rcv = metadata.materialized_row_commit_version_column
     file, row_index = F.col(FILE), F.col(_ROW_INDEX)
-    base_row_id = _per_file(scan.files, lambda f: f.base_row_id, T.LongType(), file)
+    base_row_id = _per_file(files, lambda f: f.base_row_id, T.LongType(), file)
     fresh_id = base_row_id + row_index
     row_id = F.coalesce(F.col(quote_column(mat_rid)), fresh_id) if mat_rid else fresh_id
     materialized = F.col(quote_column(mat_rid)) if mat_rid else None
     fresh = (materialized.isNull() | (materialized == fresh_id)) if materialized is not None else F.lit(True)
-    default_rcv = _per_file(scan.files, lambda f: f.default_row_commit_version, T.LongType(), file)
+    default_rcv = _per_file(files, lambda f: f.default_row_commit_version, T.LongType(), file)
     rcv = F.coalesce(F.col(quote_column(mat_rcv)), default_rcv) if mat_rcv else default_rcv
     return tagged.select(
-        *_columns(schema, partition_columns, files, file),
+        *_columns(schema, set(metadata.partition_columns), files, file),
         row_id.alias(RID),
         rcv.alias(RCV),
         file.alias(FILE),
         fresh.alias(FRESH),
+        *extra,
     )
+
+
+def _direct_read(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType,
+                 files: tuple[FileAction, ...]) -> DataFrame:
+    """The parquet columns of ``files`` (materialized row-tracking columns included), with ``__file`` and the row
+    index."""
+    partition_columns = set(metadata.partition_columns)
+    read_fields = [f for f in schema.fields if f.name not in partition_columns]
+    tracking = (metadata.materialized_row_id_column, metadata.materialized_row_commit_version_column)
+    read_fields += [T.StructField(c, T.LongType(), True) for c in tracking if c]
+    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in files])
+    return raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+
+
+AT_START, AT_END = "__at_start", "__at_end"
+_GONE_START, _GONE_END = "__gone_at_start", "__gone_at_end"
+ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
+                                 T.StructField(_MARK_ROW, T.LongType(), False),
+                                 T.StructField(_GONE_START, T.BooleanType(), False),
+                                 T.StructField(_GONE_END, T.BooleanType(), False)])
+
+
+def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[FileAction, ...],
+              end: tuple[FileAction, ...]) -> DataFrame:
+    """Two versions of a table in one read: every row the files of ``start`` or of ``end`` (each a version's file
+    list, with its deletion vectors) hold there, once, with ``__at_start`` and ``__at_end`` saying which version
+    holds it; columns as ``scan_files``. A file both versions list is read once: with deletion vectors a DELETE
+    between them adds the same file again with a larger vector, so the read costs what one version's does.
+    Direct reads only (see the module docstring); a file both list must carry the same row ids in both, and one
+    of them at least one file."""
+    schema = table_schema(metadata)
+    at_start, at_end = {f.path: f for f in start}, {f.path: f for f in end}
+    files = tuple({**at_start, **at_end}.values())
+    if not files:
+        raise ValueError("a read of two versions needs a file at one of them")
+    storage = Storage(spark, location)
+
+    def marked(f: FileAction | None) -> set[int]:
+        if f is None or f.deletion_vector is None:
+            return set()
+        return set(dv.read_rows(f.deletion_vector, location, storage.read_bytes))
+
+    marks: list[tuple[str, int, bool, bool]] = []
+    for path in at_start.keys() | at_end.keys():
+        s, e = at_start.get(path), at_end.get(path)
+        gone_start, gone_end = marked(s), marked(e)
+        name = unquote(path.rsplit("/", 1)[-1])
+        marks += [(name, r, s is None or r in gone_start, e is None or r in gone_end)
+                  for r in sorted(gone_start | gone_end)]
+    tagged = _direct_read(spark, location, metadata, schema, files)
+    in_start = _per_file(files, lambda f: f.path in at_start, T.BooleanType(), F.col(FILE))
+    in_end = _per_file(files, lambda f: f.path in at_end, T.BooleanType(), F.col(FILE))
+    if marks:
+        on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
+        tagged = tagged.join(F.broadcast(rows_frame(spark, marks, ENDS_MARK_SCHEMA)), on, "left")
+        unmarked = F.col(_MARK_FILE).isNull()
+        in_start = F.when(unmarked, in_start).otherwise(~F.col(_GONE_START))
+        in_end = F.when(unmarked, in_end).otherwise(~F.col(_GONE_END))
+    tagged = tagged.select("*", in_start.alias(AT_START), in_end.alias(AT_END)).where(
+        F.col(AT_START) | F.col(AT_END))
+    return _identified(tagged, metadata, schema, files, F.col(AT_START), F.col(AT_END))
 
 
 def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:

@@ -25,7 +25,7 @@ from dtables.changes.keys import (
     probe_keys,
 )
 from dtables.changes.log import DeltaLog, FileAction
-from dtables.changes.reader import redundant_delta, snapshot
+from dtables.changes.reader import redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
 from dtables.changes.shapes import change_stats
@@ -37,6 +37,9 @@ _view_names = itertools.count()
 # values is better shuffled than copied to every task.
 BROADCAST_KEYS_MAX_ROWS = "spark.dtables.refresh.broadcastKeysMaxRows"
 DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
+# With such small changes, a table a change plan reads restricted at both ends of the interval is read once for both
+# (differentiation/ends.py); false reads each end on its own, e.g. to compare.
+SHARE_ENDS = "spark.dtables.refresh.shareEnds"
 
 
 class IntervalSources:
@@ -64,6 +67,12 @@ class IntervalSources:
         keep = self._counted(table, when, keys, file_filter(keys, self._types(table))) if keys else None
         return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
                                                                 location=i.location or None, keep=keep))
+
+    def ends(self, table: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
+        i = self.intervals[table]
+        keep = self._counted(table, "both", keys, file_filter(keys, self._types(table))) if keys else None
+        return self._view(table, ("both", keys), lambda: snapshot_ends(
+            self.spark, i.table, i.start_version, i.end_version, location=i.location or None, keep=keep))
 
     def _counted(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
                  keep: Callable[[FileAction], bool]) -> Callable[[FileAction], bool]:
@@ -97,8 +106,10 @@ class IntervalSources:
     def changes_query(self, derivative: diff.Derivative) -> Any:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
         keys of the change reads (one probe job when some term is worth it)."""
+        small = self.small_change()
+        share = small and str(self.settings.conf.get(SHARE_ENDS, "true")).lower() != "false"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
-                                  broadcast_keys=self.small_change())
+                                  broadcast_keys=small, share_ends=share)
 
     def small_change(self) -> bool:
         """Whether the intervals changed at most ``spark.dtables.refresh.broadcastKeysMaxRows`` rows (logs only)."""

@@ -64,6 +64,9 @@ class ViewSources:
     def snapshot(self, table: str, when: str, keys: tuple = ()) -> str:
         return f"`{self.views[table][when]}`"
 
+    def ends(self, table: str, keys: tuple = ()) -> str:
+        return f"`{self.views[table]['ends']}`"
+
     def changes(self, table: str) -> str:
         return f"`{self.views[table]['changes']}`"
 
@@ -92,12 +95,16 @@ class TableSet:
         n = next(_counter)
         for name, t in self.tables.items():
             ddl = ", ".join(f"`{c}` {ty}" for c, ty in t.columns.items())
-            names = {k: f"dt_{name}_{k}_{n}" for k in ("start", "end", "changes", "plain")}
+            names = {k: f"dt_{name}_{k}_{n}" for k in ("start", "end", "changes", "plain", "ends")}
             self._view(names["start"], [v + (i,) for i, v in t.start.items()], f"{ddl}, __row_id STRING")
             self._view(names["end"], [v + (i,) for i, v in t.end.items()], f"{ddl}, __row_id STRING")
             self._view(names["plain"], list(t.end.values()), ddl)
             self._view(names["changes"], [v + (a, i) for a, i, v in t.changes],
                        f"{ddl}, __action STRING, __row_id STRING")
+            # both ends, a row each end holds once per end (what Sources.ends allows)
+            self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{names['ends']}` AS "
+                           f"SELECT *, true AS __at_start, false AS __at_end FROM `{names['start']}` "
+                           f"UNION ALL SELECT *, false, true FROM `{names['end']}`")
             self.views[name] = names
         self.sources = ViewSources(self.views)
 
@@ -140,8 +147,9 @@ class TableSet:
         if use_state and d.shape != "NO_DATA":
             assert "algebraic" in d.to_text(), "the algebraic aggregate rule did not apply"
         # every other check compiles as a refresh with a small change does: key sets broadcast, join terms' states
-        # restricted to the change reads' keys (prune.restrict_terms)
-        change_sql = changes_query(d, self.sources, broadcast_keys=next(_counter) % 2 == 0).sql("spark")
+        # restricted to the change reads' keys (prune.restrict_terms), tables restricted at both ends read once
+        small = next(_counter) % 2 == 0
+        change_sql = changes_query(d, self.sources, broadcast_keys=small, share_ends=small).sql("spark")
         rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
         start = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "start").sql("spark")).collect()]
         end = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "end").sql("spark")).collect()]

@@ -26,13 +26,16 @@ class Names:
     def changes(self, table: str) -> str:
         return f"`changes_{table}`"
 
+    def ends(self, table: str, keys: tuple = ()) -> str:
+        return f"`ends_{table}`"
+
     def state(self) -> str:
         return "`stored_state`"
 
 
 def _reads(sql: str) -> dict[str, int]:
     found: dict[str, int] = {}
-    for name in re.findall(r"`((?:snap|changes)_[a-z]+(?:_start|_end)?|stored_state)`", sql):
+    for name in re.findall(r"`((?:snap|changes|ends)_[a-z]+(?:_start|_end)?|stored_state)`", sql):
         found[name] = found.get(name, 0) + 1
     return found
 
@@ -120,3 +123,22 @@ def test_key_sets_are_broadcast_only_when_the_caller_says_the_change_is_small() 
     assert "BROADCAST" not in plain
     assert hinted.count("/*+ BROADCAST(`k`) */") == restrictions
     assert sqlglot.parse_one(hinted, read="spark") is not None
+
+
+def test_a_table_restricted_at_both_ends_is_read_once_for_both() -> None:
+    # Δγ[r.k](r ⋈ s) recomputes the touched groups at I0 and at I1: r and s are each read once, in one CTE that a
+    # non-deterministic condition keeps Spark from inlining into both ends (where it would be read twice again)
+    d = differentiate(build_plan("SELECT r.k, max(s.w) AS m FROM r JOIN s ON r.k = s.k GROUP BY r.k", SCHEMA))
+    apart = _reads(changes_query(d, Names(), broadcast_keys=True).sql(dialect="spark"))
+    shared = changes_query(d, Names(), broadcast_keys=True, share_ends=True)
+    reads = _reads(shared.sql(dialect="spark"))
+    assert reads.get("ends_r") == 1 and reads.get("ends_s") == 1
+    # what is left are the reads the affected keys come from (Δr ⋈ s|I1, r|I0 ⋈ Δs)
+    assert sum(n for name, n in reads.items() if name.startswith("snap_")) < \
+        sum(n for name, n in apart.items() if name.startswith("snap_"))
+    ctes = {c.alias: c.this for c in shared.find(exp.With).expressions}
+    once = [name for name, body in ctes.items() if body.find(exp.Rand) is not None]
+    assert len(once) == 2  # one per table, each read by its two ends
+    text = shared.sql(dialect="spark")
+    for name in once:
+        assert len(re.findall(rf"`{name}`", text)) == 3  # defined once, read at I0 and at I1

@@ -68,3 +68,31 @@ def test_join_terms_restrict_their_snapshot_to_the_change_reads_keys() -> None:
         "SELECT r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k)")
     # a key computed on the way (r.k + 1) is not a change read's value: nothing to restrict by
     assert restricted("SELECT r.v, s.w FROM r JOIN s ON r.k + 1 = s.k") == set()
+
+
+def test_both_ends_of_a_restricted_table_become_one_read() -> None:
+    from differentiation.delta_nodes import BothEnds, EndOf
+    from differentiation.ends import share_ends
+
+    plan = pushed(differentiate(build_plan(
+        "SELECT r.k, count(s.w) AS c FROM r LEFT JOIN s ON r.k = s.k GROUP BY r.k", SCHEMA)).plan)
+    shared = share_ends(plan)
+    ends = {n for n in shared.walk() if isinstance(n, EndOf)}
+    assert {(e.child.child.scan.table, e.when) for e in ends if isinstance(e.child, Restrict)} == {
+        ("r", "start"), ("r", "end"), ("s", "start"), ("s", "end")}
+    reads: dict[object, set[str]] = {}
+    for e in ends:
+        reads.setdefault(e.child, set()).add(e.when)
+    assert all(whens == {"start", "end"} for whens in reads.values())  # each read serves both of its ends
+    assert all(isinstance(e.child, Restrict) and isinstance(e.child.child, BothEnds) for e in ends)
+    left = [n for n in shared.walk() if isinstance(n, Restrict) and isinstance(n.child, Snapshot)]
+    assert len({(n.child.scan, n.alternatives, n.keys) for n in left}) == len(left)  # no pair left behind
+    assert all(e.columns() == e.child.child.scan.columns() for e in ends)
+
+
+def test_a_snapshot_read_at_one_end_only_is_left_alone() -> None:
+    from differentiation.ends import share_ends
+
+    # an inner join's terms read each side at one end each (ΔQ ⋈ R|I1, Q|I0 ⋈ ΔR): nothing to pair
+    plan = pushed(differentiate(build_plan("SELECT r.v, s.w FROM r JOIN s ON r.k = s.k", SCHEMA)).plan)
+    assert share_ends(plan) == plan
