@@ -8,7 +8,8 @@ restricted once and computed once, from which each end takes its rows:
 
     R|I0 ⋉ K, R|I1 ⋉ K   →   EndOf(B, I0), EndOf(B, I1)   with   B = BothEnds(R) ⋉ K
 
-A pair is the same table with the same key filters, restricted by the same key set on the same columns. Pure
+A pair is the same table with the same key filters, restricted by the same key set on the same columns, whose keys
+come from no other shared read (Spark cannot plan one shared read defined over another). Pure
 rewrite of a pushed plan (`compile.push_at`), applied last, after key pruning and term restriction, for small
 changes only: B is kept once (a shuffle of its rows), which is cheap when K is a few keys and costs more than the
 second scan it saves when K covers much of R.
@@ -47,6 +48,19 @@ def _paired(plan: Node) -> set[Hashable]:
     return {key for key, whens in ends.items() if len(whens) == 2}
 
 
+def _reads_shared(node: Node) -> bool:
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, EndOf):
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.children())
+    return False
+
+
 def share_ends(plan: Node) -> Node:
     """`plan` with every restricted snapshot whose other end the plan also reads turned into `EndOf` a shared read
     of both ends."""
@@ -60,8 +74,14 @@ def share_ends(plan: Node) -> Node:
             if isinstance(node, Restrict) and isinstance(node.child, Snapshot) and _pair_key(node) in paired:
                 keys = rewrite(node.keys)
                 assert isinstance(keys, KeySet)
-                both = Restrict(BothEnds(node.child.scan, node.child.keys), node.alternatives, keys)
-                done[node] = EndOf(both, node.child.when)
+                if _reads_shared(keys):
+                    # The shared read would be defined over another (its keys come from one): Spark 4.2 fails to
+                    # plan such nested shared CTEs (ReplaceCTERefWithRepartition: "previously resolved and now
+                    # became unresolved"), so the inner pair is shared and this one read at each end.
+                    done[node] = node.copy(keys=keys)
+                else:
+                    both = Restrict(BothEnds(node.child.scan, node.child.keys), node.alternatives, keys)
+                    done[node] = EndOf(both, node.child.when)
             else:
                 done[node] = map_children(node, rewrite)
         return done[node]
