@@ -153,6 +153,11 @@ ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False
                                  T.StructField(_GONE_END, T.BooleanType(), False)])
 
 
+def _not_in(files: tuple[FileAction, ...], paths: set[str]) -> Column:
+    names = sorted(unquote(f.file_name) for f in files if f.path in paths)
+    return ~F.col(FILE).isin(names) if names else F.lit(True)
+
+
 def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[FileAction, ...],
               end: tuple[FileAction, ...]) -> DataFrame:
     """Two versions of a table in one read: every row the files of ``start`` or of ``end`` (each a version's file
@@ -181,8 +186,9 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
         marks += [(name, r, s is None or r in gone_start, e is None or r in gone_end)
                   for r in sorted(gone_start | gone_end)]
     tagged = _direct_read(spark, location, metadata, schema, files)
-    in_start = _per_file(files, lambda f: f.path in at_start, T.BooleanType(), F.col(FILE))
-    in_end = _per_file(files, lambda f: f.path in at_end, T.BooleanType(), F.col(FILE))
+    # A file only one version lists (appended, or rewritten by copy-on-write) is left out of the other; usually
+    # few, so a set lookup per row (IN becomes a hash set) rather than a map of every file.
+    in_start, in_end = _not_in(files, at_end.keys() - at_start.keys()), _not_in(files, at_start.keys() - at_end.keys())
     if marks:
         on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
         tagged = tagged.join(F.broadcast(rows_frame(spark, marks, ENDS_MARK_SCHEMA)), on, "left")

@@ -10,6 +10,10 @@ table's location and Delta id, the interval's two versions and the change-read s
 change, so a kept read stays right until it is evicted (least recently used first, ``MAX_KEPT`` at most) or the
 application ends.
 
+Snapshots are kept the same way, as plans (``plan_once``): nothing is computed ahead, but the driver's work of
+building a snapshot of a version (its file list, its deletion vectors decoded into a table of marked rows) is done
+once per application, not once per refresh that reads it.
+
 ``spark.dtables.changes.sharedReads = false`` computes each refresh's read on its own (as before); reads that may
 pick more than ``spark.dtables.changes.sharedReadsMaxRows`` rows (default 5,000,000, counted from the vectors) are
 never kept, so a large DELETE does not pin its rows in memory after its refresh.
@@ -30,6 +34,7 @@ SHARED_READS = "spark.dtables.changes.sharedReads"
 SHARED_READS_MAX_ROWS = "spark.dtables.changes.sharedReadsMaxRows"
 DEFAULT_MAX_ROWS = 5_000_000
 MAX_KEPT = 16  # intervals kept per process: enough for every source of a DAG refreshed at one frontier
+MAX_PLANS = 64  # snapshot plans kept per process (they hold no rows)
 
 _lock = threading.Lock()
 _kept: OrderedDict[tuple[Hashable, ...], str] = OrderedDict()
@@ -50,24 +55,49 @@ def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[
     if str(spark.conf.get(SHARED_READS, "true")).lower() == "false" \
             or rows > int(spark.conf.get(SHARED_READS_MAX_ROWS, str(DEFAULT_MAX_ROWS))):
         return build().localCheckpoint(eager=True)
-    full_key = (_application(spark), *key)
+    full_key = ("read", _application(spark), *key)
+    kept = _lookup(spark, full_key)
+    if kept is not None:
+        return kept
+    return _keep(spark, full_key, build().localCheckpoint(eager=True))
+
+
+def plan_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFrame]) -> DataFrame:
+    """``build()``, or the DataFrame built earlier in this application under ``key``. Nothing is computed or
+    cached: each read scans again. What is saved is the driver's work of building it, which for a snapshot of a
+    table with deletion vectors (the version's file list, its vectors decoded, their marked rows made a table) is
+    paid again by every refresh that reads the same version, e.g. every query over lineitem after a batch."""
+    if str(spark.conf.get(SHARED_READS, "true")).lower() == "false":
+        return build()
+    full_key = ("plan", _application(spark), *key)
+    kept = _lookup(spark, full_key)
+    return kept if kept is not None else _keep(spark, full_key, build())
+
+
+def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
     with _lock:
         name = _kept.get(full_key)
         if name is not None:
             _kept.move_to_end(full_key)
-    if name is not None:
-        try:
-            return spark.table(f"{_global_database(spark)}.{name}")
-        except AnalysisException:  # dropped behind our back (e.g. by a user): compute it again
-            with _lock:
-                _kept.pop(full_key, None)
-    df = build().localCheckpoint(eager=True)
-    name = f"dtables_change_read_{next(_names)}"
+    if name is None:
+        return None
+    try:
+        return spark.table(f"{_global_database(spark)}.{name}")
+    except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
+        with _lock:
+            _kept.pop(full_key, None)
+        return None
+
+
+def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFrame:
+    name = f"dtables_{full_key[0]}_{next(_names)}"
     df.createOrReplaceGlobalTempView(name)
+    limit = MAX_KEPT if full_key[0] == "read" else MAX_PLANS
     with _lock:
         _kept[full_key] = name
-        evicted = [_kept.popitem(last=False)[1] for _ in range(max(0, len(_kept) - MAX_KEPT))]
-    for old in evicted:  # the checkpoint's blocks go with the last reference to them
+        same = [k for k in _kept if k[0] == full_key[0]]  # oldest first
+        evicted = [_kept.pop(k) for k in same[:max(0, len(same) - limit)]]
+    for old in evicted:  # a checkpoint's blocks go with the last reference to them
         spark.catalog.dropGlobalTempView(old)
     return df
 
@@ -76,6 +106,6 @@ def forget_all(spark: Any) -> None:
     """Drop every kept read of ``spark``'s application (tests; a session that closes)."""
     app = _application(spark)
     with _lock:
-        names = [_kept.pop(k) for k in [k for k in _kept if k[0] == app]]
+        names = [_kept.pop(k) for k in [k for k in _kept if k[1] == app]]
     for name in names:
         spark.catalog.dropGlobalTempView(name)

@@ -25,9 +25,10 @@ from dtables.changes.keys import (
     probe_keys,
 )
 from dtables.changes.log import DeltaLog, FileAction
-from dtables.changes.reader import redundant_delta, snapshot, snapshot_ends
+from dtables.changes.reader import direct_snapshots, redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
+from dtables.changes.shared_reads import plan_once
 from dtables.changes.shapes import change_stats
 
 _view_names = itertools.count()
@@ -37,8 +38,9 @@ _view_names = itertools.count()
 # values is better shuffled than copied to every task.
 BROADCAST_KEYS_MAX_ROWS = "spark.dtables.refresh.broadcastKeysMaxRows"
 DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
-# With such small changes, a table a change plan reads restricted at both ends of the interval is read once for both
-# (differentiation/ends.py); false reads each end on its own, e.g. to compare.
+# With such small changes, true reads a table a change plan reads restricted at both ends of the interval once for
+# both (differentiation/ends.py). Off by default: on TPC-H SF 1 RF2 it saved no time in sum (bench/README.md), the
+# shared read's shuffle costing about what the second scan did.
 SHARE_ENDS = "spark.dtables.refresh.shareEnds"
 
 
@@ -64,15 +66,30 @@ class IntervalSources:
     def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
         version = i.start_version if when == "start" else i.end_version
-        keep = self._counted(table, when, keys, file_filter(keys, self._types(table))) if keys else None
-        return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
-                                                                location=i.location or None, keep=keep))
+        if keys:  # its files depend on the keys (and are counted into self.pruning as they are chosen)
+            keep = self._counted(table, when, keys, file_filter(keys, self._types(table)))
+            return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
+                                                                    location=i.location or None, keep=keep))
+        return self._view(table, when, lambda: self._shared(table, ("snapshot", version), lambda: snapshot(
+            self.spark, i.table, version, location=i.location or None)))
 
     def ends(self, table: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
-        keep = self._counted(table, "both", keys, file_filter(keys, self._types(table))) if keys else None
-        return self._view(table, ("both", keys), lambda: snapshot_ends(
-            self.spark, i.table, i.start_version, i.end_version, location=i.location or None, keep=keep))
+        if keys:
+            keep = self._counted(table, "both", keys, file_filter(keys, self._types(table)))
+            return self._view(table, ("both", keys), lambda: snapshot_ends(
+                self.spark, i.table, i.start_version, i.end_version, location=i.location or None, keep=keep))
+        return self._view(table, "both", lambda: self._shared(
+            table, ("ends", i.start_version, i.end_version), lambda: snapshot_ends(
+                self.spark, i.table, i.start_version, i.end_version, location=i.location or None)))
+
+    def _shared(self, table: str, what: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """``build()``, built once per application for every refresh that reads the same versions
+        (``shared_reads.plan_once``)."""
+        i = self.intervals[table]
+        log = self._log(table)
+        key = (i.location or i.table, log.metadata_at(i.end_version).table_id, *what, direct_snapshots(self.spark))
+        return plan_once(self.spark, key, build)
 
     def _counted(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
                  keep: Callable[[FileAction], bool]) -> Callable[[FileAction], bool]:
@@ -107,7 +124,7 @@ class IntervalSources:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
         keys of the change reads (one probe job when some term is worth it)."""
         small = self.small_change()
-        share = small and str(self.settings.conf.get(SHARE_ENDS, "true")).lower() != "false"
+        share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
                                   broadcast_keys=small, share_ends=share)
 

@@ -67,9 +67,33 @@ def test_reads_are_not_kept_when_switched_off_or_too_many_rows(spark: Any, delet
 def test_the_least_recently_used_read_is_dropped_past_the_limit(spark: Any, deleted: str, monkeypatch: Any):
     monkeypatch.setattr(shared_reads, "MAX_KEPT", 1)
     _read(spark, deleted, 1, 2)
-    [kept] = shared_reads._kept.values()
+    [kept] = [name for key, name in shared_reads._kept.items() if key[0] == "read"]
     _read(spark, deleted, 2, 3)
     assert kept not in shared_reads._kept.values()
     assert not spark.catalog.tableExists(f"global_temp.{kept}")
     _, jobs = _read(spark, deleted, 1, 2)  # computed again
     assert jobs >= 1
+
+
+def test_a_snapshot_plan_is_built_once_for_every_session_reading_its_version(spark: Any, deleted: str,
+                                                                            monkeypatch: Any):
+    from dtables.changes import deletion_vectors as dv
+    from dtables.changes.sources import IntervalSources
+
+    decoded: list[int] = []
+    real = dv.read_rows
+    monkeypatch.setattr(dv, "read_rows", lambda *a, **k: decoded.append(1) or real(*a, **k))
+
+    def end_rows(session: Any) -> Counter[tuple[Any, ...]]:
+        interval = resolve_interval(session, deleted, at=Bound.version(1), end=Bound.version(3))
+        sources = IntervalSources(session, {deleted: interval})
+        return Counter(tuple(r) for r in session.table(sources.snapshot(deleted, "end").strip("`")).collect())
+
+    first = end_rows(spark.newSession())
+    assert len(first) == 160 and decoded  # the vector was decoded to leave its 40 rows out
+    seen = len(decoded)
+    assert end_rows(spark.newSession()) == first  # another refresh's session: the same rows ...
+    assert len(decoded) == seen  # ... from the kept plan, no vector decoded again
+    off = spark.newSession()
+    off.conf.set(shared_reads.SHARED_READS, "false")
+    assert end_rows(off) == first and len(decoded) > seen

@@ -55,19 +55,22 @@ def _scans_of_f(dt: Any) -> int:
 def test_the_groups_are_recomputed_from_one_scan_of_both_ends(tops: Any) -> None:
     dt = tops
     try:
-        dt.spark.conf.set(SHARE_ENDS, "false")
-        apart = _scans_of_f(dt)
-        dt.spark.conf.unset(SHARE_ENDS)
+        apart = _scans_of_f(dt)  # off by default
+        dt.spark.conf.set(SHARE_ENDS, "true")
         shared = _scans_of_f(dt)
     finally:
         dt.spark.conf.unset(SHARE_ENDS)
     assert shared < apart, (shared, apart)  # both ends of the recompute: one scan where there were two
+    dt.spark.conf.set(SHARE_ENDS, "true")
     [rec] = dt.refresh("tops")
     assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED"), rec.error
     assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
     dt.sql("DELETE FROM f WHERE k = 3")
     dt.sql("INSERT INTO f VALUES (3, 1)")
-    [rec] = dt.refresh("tops")
+    try:
+        [rec] = dt.refresh("tops")
+    finally:
+        dt.spark.conf.unset(SHARE_ENDS)
     assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED"), rec.error
     assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
 
@@ -78,9 +81,13 @@ def test_groups_of_groups_share_the_inner_reads_and_equal_the_recompute(tops: An
     dt.sql("CREATE DYNAMIC TABLE counts TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
            "SELECT c, count(*) AS n FROM (SELECT d.k, count(f.v) AS c FROM d LEFT JOIN f ON d.k = f.k AND f.v > 10 "
            "GROUP BY d.k) g GROUP BY c")
-    for change in ("DELETE FROM f WHERE v % 97 = 3", "INSERT INTO f VALUES (3, 20), (60, 30)",
-                   "UPDATE f SET v = 5 WHERE v % 89 = 1"):
-        dt.sql(change)
-        [rec] = dt.refresh("counts")
-        assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED"), rec.error
-        assert_same_rows(table_rows(dt, "counts"), oracle_rows(dt, "counts"))
+    dt.spark.conf.set(SHARE_ENDS, "true")
+    try:
+        for change in ("DELETE FROM f WHERE v % 97 = 3", "INSERT INTO f VALUES (3, 20), (60, 30)",
+                       "UPDATE f SET v = 5 WHERE v % 89 = 1"):
+            dt.sql(change)
+            [rec] = dt.refresh("counts")
+            assert (rec.action, rec.state) == ("INCREMENTAL", "SUCCEEDED"), rec.error
+            assert_same_rows(table_rows(dt, "counts"), oracle_rows(dt, "counts"))
+    finally:
+        dt.spark.conf.unset(SHARE_ENDS)
