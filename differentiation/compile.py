@@ -22,6 +22,7 @@ from differentiation.delta_nodes import (
 )
 from differentiation.plan import (
     FILTERING_JOINS, AggCall, Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scan, UnionAll, Window,
+    each_once,
 )
 from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
@@ -420,16 +421,9 @@ def _inputs(node: Node) -> tuple[Node, ...]:
 def shared_nodes(plan: Node) -> frozenset[Node]:
     """Nodes that more than one parent reads (the same snapshot in two derivative terms, a key set read twice)."""
     uses: dict[Node, int] = {}
-    seen: set[Node] = set()
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
+    for node in each_once(plan, _inputs):
         for child in _inputs(node):
             uses[child] = uses.get(child, 0) + 1
-            stack.append(child)
     return frozenset(n for n, k in uses.items() if k > 1)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from differentiation.delta_nodes import BothEnds, EndOf, KeySet, Restrict, Snapshot
-from differentiation.plan import Node
+from differentiation.plan import Node, each_once
 from differentiation.rewrite import map_children
 
 
@@ -33,32 +33,16 @@ def _pair_key(node: Node) -> Hashable | None:
 
 def _paired(plan: Node) -> set[Hashable]:
     ends: dict[Hashable, set[str]] = {}
-    seen: set[Node] = set()
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
+    for node in each_once(plan):
         key = _pair_key(node)
         if key is not None:
             assert isinstance(node, Restrict) and isinstance(node.child, Snapshot)
             ends.setdefault(key, set()).add(node.child.when)
-        stack.extend(node.children())
     return {key for key, whens in ends.items() if len(whens) == 2}
 
 
 def _reads_shared(node: Node) -> bool:
-    seen: set[Node] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, EndOf):
-            return True
-        if n not in seen:
-            seen.add(n)
-            stack.extend(n.children())
-    return False
+    return any(isinstance(n, EndOf) for n in each_once(node))
 
 
 def share_ends(plan: Node) -> Node:

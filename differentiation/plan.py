@@ -9,7 +9,7 @@ against any relation exposing the names.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -109,6 +109,20 @@ class Node:
         lines = ["  " * indent + self.label()]
         lines += [c.to_text(indent + 1) for c in self.children()]
         return "\n".join(lines)
+
+
+def each_once(plan: Node, inputs: Callable[[Node], tuple[Node, ...]] = Node.children) -> Iterator[Node]:
+    """Every node of `plan` once, though a plan reads shared subplans from several parents (`walk` visits them once
+    per parent). `inputs`: a node's inputs (its children by default)."""
+    seen: set[Node] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        yield node
+        stack.extend(inputs(node))
 
 
 def _unique(names: tuple[str, ...], what: str) -> None:
