@@ -38,10 +38,10 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in df.collect()]
 
 
-@pytest.mark.parametrize("properties, partitioned, switch", [
-    (WITH_VECTORS, None, ()), (WITHOUT, None, ()), (WITHOUT, None, SWITCHED), (WITH_VECTORS, "part", ()),
-], ids=["vectors", "copy-on-write", "vectors-switched-on", "partitioned"])
-@pytest.mark.parametrize("direct", ["true", "false"])
+@pytest.mark.parametrize("properties, partitioned, switch, direct", [
+    (WITH_VECTORS, None, (), "true"), (WITHOUT, None, (), "true"), (WITHOUT, None, SWITCHED, "true"),
+    (WITH_VECTORS, "part", (), "true"), (WITH_VECTORS, None, (), "false"),
+], ids=["vectors", "copy-on-write", "vectors-switched-on", "partitioned", "vectors-two-snapshots"])
 def test_each_flag_is_exactly_its_ends_snapshot(spark: Any, make_table: Callable[..., str],
                                                 run: Callable[..., None], properties: str, partitioned: str | None,
                                                 switch: tuple[str, ...], direct: str) -> None:
