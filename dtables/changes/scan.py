@@ -20,6 +20,7 @@ Two ways, chosen by the plan (``shapes.FileScan.direct``):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -153,6 +154,16 @@ ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False
                                  T.StructField(_GONE_END, T.BooleanType(), False)])
 
 
+def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescriptor | None], set[int]]:
+    """Decodes a deletion vector of the table at ``location`` into the row indexes it marks (none for no vector)."""
+    storage = Storage(spark, location)
+
+    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> set[int]:
+        return set(dv.read_rows(descriptor, location, storage.read_bytes)) if descriptor is not None else set()
+
+    return rows_of
+
+
 def _not_in(files: tuple[FileAction, ...], paths: set[str]) -> Column:
     names = sorted(unquote(f.file_name) for f in files if f.path in paths)
     return ~F.col(FILE).isin(names) if names else F.lit(True)
@@ -171,17 +182,12 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
     files = tuple({**at_start, **at_end}.values())
     if not files:
         raise ValueError("a read of two versions needs a file at one of them")
-    storage = Storage(spark, location)
-
-    def marked(f: FileAction | None) -> set[int]:
-        if f is None or f.deletion_vector is None:
-            return set()
-        return set(dv.read_rows(f.deletion_vector, location, storage.read_bytes))
-
+    rows_of = _vector_rows(spark, location)
     marks: list[tuple[str, int, bool, bool]] = []
     for path in at_start.keys() | at_end.keys():
         s, e = at_start.get(path), at_end.get(path)
-        gone_start, gone_end = marked(s), marked(e)
+        gone_start = rows_of(s.deletion_vector if s is not None else None)
+        gone_end = rows_of(e.deletion_vector if e is not None else None)
         name = unquote(path.rsplit("/", 1)[-1])
         marks += [(name, r, s is None or r in gone_start, e is None or r in gone_end)
                   for r in sorted(gone_start | gone_end)]
@@ -226,11 +232,7 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
     rows themselves."""
     if not filters:
         return None, set(), set(), []
-    storage = Storage(spark, location)
-
-    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> set[int]:
-        return set(dv.read_rows(descriptor, location, storage.read_bytes)) if descriptor is not None else set()
-
+    rows_of = _vector_rows(spark, location)
     marks: list[tuple[str, int, bool]] = []
     selective: set[str] = set()
     empty: set[str] = set()
