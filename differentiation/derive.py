@@ -10,6 +10,7 @@ from differentiation.delta_nodes import Consolidate, Delta, Empty
 from differentiation.errors import UnsupportedQuery
 from differentiation.monotonic import non_monotonic_operator
 from differentiation.plan import Node
+from differentiation.pure import is_pure
 from differentiation.rewrite import DeriveContext, Rule, replace
 from differentiation.rules import RULES
 from differentiation.support import incremental_reason
@@ -18,12 +19,14 @@ from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 @dataclass(frozen=True)
 class Derivative:
-    """A differentiated plan: `plan` is a change set (minimum delta when shape is MINIMIZE)."""
+    """A differentiated plan: `plan` is a change set (minimum delta when shape is MINIMIZE and `minimal`; else a pure
+    one, whose cancelling pairs only a write by row id may take: `differentiation.pure`)."""
 
     source: Node
     plan: Node
     shape: Shape
     information: ChangeFormat
+    minimal: bool = True
 
     def __post_init__(self) -> None:
         if self.shape not in tuple(Shape) or not self.plan.is_delta:
@@ -57,6 +60,7 @@ def differentiate(
     state: bool = False,
     rules: tuple[tuple[type, Rule], ...] = RULES,
     constraints: Constraints = Constraints(),
+    minimal: bool = True,
 ) -> Derivative:
     """Δ plan over an interval. `stats` per base table (missing = may have inserts and deletes).
 
@@ -67,6 +71,9 @@ def differentiate(
     it is ignored and the affected-keys rule recomputes touched groups from Q|I0 and Q|I1.
 
     `constraints`: the RELY keys of the plan's tables; with `stats`, they drop join terms that must be empty.
+
+    `minimal=False`: the caller applies the change set by row id (a dynamic table's refresh), so a MINIMIZE
+    derivative is left unconsolidated where it is pure (`differentiation.pure`); `Derivative.minimal` says which.
 
     Raises UnsupportedQuery when the plan cannot be maintained incrementally, or when APPEND_ONLY is
     asked of a non-monotonic plan (naming the operator).
@@ -88,6 +95,8 @@ def differentiate(
                         inserts_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).deletes),
                         deletes_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).inserts))
     delta = replace(Delta(plan), dict(rules), ctx)
-    if shape == Shape.MINIMIZE:
-        delta = Consolidate(delta)
-    return Derivative(plan, delta, shape, information)
+    if shape != Shape.MINIMIZE:
+        return Derivative(plan, delta, shape, information)
+    if not minimal and rules is RULES and is_pure(plan, ctx):  # is_pure knows the default rules
+        return Derivative(plan, delta, shape, information, minimal=False)
+    return Derivative(plan, Consolidate(delta), shape, information)

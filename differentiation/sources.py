@@ -29,7 +29,9 @@ class Sources(Protocol):
 
     def changes(self, table: str) -> str:
         """A relation with the table's columns plus `__action` ('INSERT'|'DELETE') and `__row_id`:
-        a redundant delta of the table over the interval (may hold cancelling pairs)."""
+        a redundant delta of the table over the interval (may hold cancelling pairs). For a derivative built with
+        `minimal=False` its DELETE rows must be rows of the table at the start and its INSERT rows rows at the end
+        (no row born and gone inside the interval), as Delta's change reader gives them (`differentiation.pure`)."""
         ...
 
 

@@ -37,21 +37,30 @@ def derive_join(node: Delta, *, ctx: DeriveContext) -> Node:
     return terms[0] if len(terms) == 1 else Sum(tuple(terms))
 
 
-def _term_proved_empty(join: Join, ctx: DeriveContext) -> Node | None:
-    """Δjoin without the term over the referenced side's change, when its keys prove that term empty; else None."""
+def proved_term(join: Join, ctx: DeriveContext) -> tuple[str, str] | None:
+    """``(side, when)`` when declared keys prove the term over the referenced side P's change empty: P is ``side``
+    and the one term left joins P at ``when`` ("end" after inserts only, "start" after deletes only) with ΔF."""
     side = None if ctx.append_only else referenced_side(join, ctx.constraints, ctx.changed)
     if side is None:
         return None
-    p_side, f_side = (join.left, join.right) if side == "left" else (join.right, join.left)
+    p_side = join.left if side == "left" else join.right
     p_tables = [t for t in p_side.base_tables() if t in ctx.changed]
     if len(p_tables) != 1:
         return None
     if p_tables[0] in ctx.inserts_only:
-        when = "end"  # ΔP ⋈ F|I0 = ∅: new keys were referenced by no old row
-    elif p_tables[0] in ctx.deletes_only:
-        when = "start"  # ΔP ⋈ F|I1 = ∅: gone keys are referenced by no remaining row
-    else:
+        return side, "end"  # ΔP ⋈ F|I0 = ∅: new keys were referenced by no old row
+    if p_tables[0] in ctx.deletes_only:
+        return side, "start"  # ΔP ⋈ F|I1 = ∅: gone keys are referenced by no remaining row
+    return None
+
+
+def _term_proved_empty(join: Join, ctx: DeriveContext) -> Node | None:
+    """Δjoin without the term over the referenced side's change, when its keys prove that term empty; else None."""
+    proved = proved_term(join, ctx)
+    if proved is None:
         return None
+    side, when = proved
+    p_side, f_side = (join.left, join.right) if side == "left" else (join.right, join.left)
     if not ctx.has_changes(f_side):
         return Empty(join)
     p_state, f_delta = At(p_side, when), Delta(f_side)

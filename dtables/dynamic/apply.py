@@ -116,7 +116,8 @@ def _sql(clone: Any, query: exp.Expr) -> Any:
 
 
 def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
-    """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement."""
+    """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement (Spark 4.2 fails on some
+    nested ones)."""
     ctes = query.args.get("with_")
     inner = query.copy()
     inner.set("with_", None)
@@ -214,14 +215,9 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
         _sql(clone, appended).write.format("delta").mode("append").save(location)
         return None
-    # One row per row id: its INSERT if it has one (new values), else its DELETE (flagged).
-    pick = exp.Window(this=exp.RowNumber(), partition_by=[col(METADATA_ROW_ID)],
-                      order=exp.Order(expressions=[exp.Ordered(this=col(METADATA_ACTION), desc=True)]))
-    ranked = _wrapped(changes, exp.Star(), alias(pick, "__dt_pick"))
-    source = exp.select(*_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), "__dt_rid"),
-                        alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)),
-                              "__dt_delete")).from_(ranked.subquery("c")).where(
-        exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1)))
+    source = _wrapped(one_row_per_id(changes, plan_cols, action.derivative.minimal),
+                      *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), "__dt_rid"),
+                      alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)), "__dt_delete"))
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
@@ -237,6 +233,32 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     finally:
         merged.unpersist()
     return None
+
+
+def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool) -> exp.Select:
+    """The change set's rows, one per row id: its INSERT if it has one (new values), else its DELETE. A change set
+    left unconsolidated (``minimal`` false, see ``differentiation.pure``) may hold an id whose only rows are a
+    DELETE and an INSERT of equal values (an affected group that did not move): it is left out, as consolidation
+    would have, in the same window (no shuffle of its own)."""
+    def over(fn: exp.Expr) -> exp.Window:  # over the id's rows, INSERT first
+        return exp.Window(this=fn, partition_by=[col(METADATA_ROW_ID)],
+                          order=exp.Order(expressions=[exp.Ordered(this=col(METADATA_ACTION), desc=True)]))
+
+    def lead(e: exp.Expr, n: int) -> exp.Window:
+        return over(exp.Lead(this=e, offset=exp.Literal.number(n)))
+
+    keep: exp.Expr = exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1))
+    items: list[exp.Expr] = [exp.Star(), alias(over(exp.RowNumber()), "__dt_pick")]
+    if not minimal:
+        # NULL-safe throughout: a lone row has no lead, and NOT NULL would drop it
+        unchanged = exp.and_(
+            exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)),
+            exp.NullSafeEQ(this=lead(col(METADATA_ACTION), 1), expression=exp.Literal.string(DELETE)),
+            exp.Is(this=lead(col(METADATA_ACTION), 2), expression=exp.Null()),
+            *(exp.NullSafeEQ(this=col(c), expression=lead(col(c), 1)) for c in columns))
+        items.append(alias(unchanged, "__dt_unchanged"))
+        keep = exp.and_(keep, exp.Not(this=col("__dt_unchanged")))
+    return _wrapped(_wrapped(changes, *items), exp.Star()).where(keep)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     assert plan is not None and full_plan is not None
     all_stats = {n: changed.get(n, ChangeStats(inserts=False, deletes=False)) for n in sources}
     has_state = full_plan is not plan
-    derivative = differentiate(full_plan, stats=all_stats, state=has_state, constraints=constraints)
+    derivative = differentiate(full_plan, stats=all_stats, state=has_state, constraints=constraints,
+                                minimal=False)  # written by row id: consolidation only where needed
     if derivative.shape == Shape.ADDED_ONLY and not has_state:
         write = Write.APPEND
     elif target_bytes is not None and target_bytes <= rewrite_max_bytes:

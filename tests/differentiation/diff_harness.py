@@ -20,6 +20,7 @@ from differentiation import (
     ChangeFormat, ChangeStats, build_plan, changes_query, differentiate, snapshot_query,
 )
 from differentiation.constraints import Constraints
+from dtables.dynamic.apply import one_row_per_id
 
 _counter = itertools.count()
 
@@ -60,6 +61,7 @@ class ViewSources:
     def __init__(self, views: Mapping[str, Mapping[str, str]]) -> None:
         self.views = views
         self.state_view: str | None = None
+        self.pure = False  # change reads as Delta's reader gives them: DELETE rows at the start, INSERT rows at the end
 
     def snapshot(self, table: str, when: str, keys: tuple = ()) -> str:
         return f"`{self.views[table][when]}`"
@@ -68,7 +70,7 @@ class ViewSources:
         return f"`{self.views[table]['ends']}`"
 
     def changes(self, table: str) -> str:
-        return f"`{self.views[table]['changes']}`"
+        return f"`{self.views[table]['pure' if self.pure else 'changes']}`"
 
     def state(self) -> str:
         assert self.state_view is not None, "no stored state registered"
@@ -95,12 +97,13 @@ class TableSet:
         n = next(_counter)
         for name, t in self.tables.items():
             ddl = ", ".join(f"`{c}` {ty}" for c, ty in t.columns.items())
-            names = {k: f"dt_{name}_{k}_{n}" for k in ("start", "end", "changes", "plain", "ends")}
+            names = {k: f"dt_{name}_{k}_{n}" for k in ("start", "end", "changes", "plain", "ends", "pure")}
             self._view(names["start"], [v + (i,) for i, v in t.start.items()], f"{ddl}, __row_id STRING")
             self._view(names["end"], [v + (i,) for i, v in t.end.items()], f"{ddl}, __row_id STRING")
             self._view(names["plain"], list(t.end.values()), ddl)
             self._view(names["changes"], [v + (a, i) for a, i, v in t.changes],
                        f"{ddl}, __action STRING, __row_id STRING")
+            self._view(names["pure"], pure_changes(t), f"{ddl}, __action STRING, __row_id STRING")
             # both ends, a row each end holds once per end (what Sources.ends allows)
             self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{names['ends']}` AS "
                            f"SELECT *, true AS __at_start, false AS __at_end FROM `{names['start']}` "
@@ -155,6 +158,34 @@ class TableSet:
         end = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "end").sql("spark")).collect()]
         return ChangeResult(rows, start, end, d.shape, change_sql, d.plan.to_text())
 
+    def row_id_changes(self, sql: str, use_stats: bool = True, use_state: bool = False,
+                       constraints: Constraints = Constraints()) -> list[tuple[Any, ...]] | None:
+        """The change set a dynamic table's refresh writes by row id (`differentiate(minimal=False)`), over change
+        reads as Delta's reader makes them (`pure_changes`); None when it is the consolidated one. Call after
+        `changes` (it reuses the stored state that registered)."""
+        plan = build_plan(sql, self.schema())
+        d = differentiate(plan, ChangeFormat.DEFAULT, self.stats() if use_stats else None, state=use_state,
+                          constraints=constraints, minimal=False)
+        if d.minimal:
+            return None
+        self.sources.pure = True
+        try:
+            changes = changes_query(d, self.sources, broadcast_keys=True)
+        finally:
+            self.sources.pure = False
+        # the dynamic table's own choice of one row per id (dtables.dynamic.apply), run by Spark
+        query = one_row_per_id(changes, d.columns(), d.minimal)
+        width = len(d.columns()) + 3
+        return [tuple(r)[:width] for r in self.spark.sql(query.sql("spark")).collect()]
+
+
+def pure_changes(t: BaseTable) -> list[Row]:
+    """The redundant delta Delta's change reader gives for `t`: each row the interval touched, its DELETE as at the
+    start and its INSERT as at the end (a row updated back to its values keeps both, as its row version moved)."""
+    touched = sorted({i for _, i, _ in t.changes})
+    return ([t.start[i] + ("DELETE", i) for i in touched if i in t.start]
+            + [t.end[i] + ("INSERT", i) for i in touched if i in t.end])
+
 
 def apply_changes(start: Sequence[tuple[Any, ...]], changes: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Q|I0 (values + row id) with DELETE rows removed by row id + values and INSERT rows added."""
@@ -168,6 +199,20 @@ def apply_changes(start: Sequence[tuple[Any, ...]], changes: Sequence[tuple[Any,
         else:
             state[key] += 1
     return list(state.elements())
+
+
+def apply_by_row_id(start: Sequence[tuple[Any, ...]], changes: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """What a dynamic table's write does with one row per row id (`row_id_changes`): an INSERT sets the id's row to
+    its values, a DELETE removes the id's row (which must be that row of Q|I0: the change set is pure)."""
+    state = {r[-1]: tuple(r[:-1]) for r in start}
+    ids = [r[-1] for r in changes]
+    assert len(ids) == len(set(ids)), "more than one row for a row id"
+    for *values, action, _is_update, row_id in changes:
+        if action == "DELETE":
+            assert state.pop(row_id, None) == tuple(values), f"DELETE of a row not in Q|I0: {values} {row_id}"
+        else:
+            state[row_id] = tuple(values)
+    return [v + (i,) for i, v in state.items()]
 
 
 def check_minimum_delta(changes: Sequence[tuple[Any, ...]]) -> None:
@@ -195,4 +240,8 @@ def check_oracle(ts: TableSet, sql: str, information: ChangeFormat = ChangeForma
     if information is ChangeFormat.DEFAULT:
         check_minimum_delta(res.rows)
         assert_same_rows(apply_changes(res.start, res.rows), res.end)
+        # the unconsolidated change set a dynamic table writes by row id, where `differentiation.pure` allows it
+        by_row_id = ts.row_id_changes(sql, use_stats, use_state, constraints)
+        if by_row_id is not None:
+            assert_same_rows(apply_by_row_id(res.start, by_row_id), res.end)
     return res
