@@ -117,6 +117,7 @@ def test_at_timestamp_of_listing_1_reads_listing_5(spark: Any, people: str) -> N
     assert resolve_interval(spark, people, before=Bound.version(2)) == interval
 
 
+@pytest.mark.slow
 def test_delta_scan_fallback_gives_the_same_changes(spark: Any, people: str) -> None:
     """The fallback (Delta time-travel scans, used with deletion vectors or column mapping) must equal the
     direct parquet path row for row, ids included."""
@@ -171,7 +172,7 @@ def test_catalog_table_names_work_like_paths(spark: Any, tmp_path: Any) -> None:
         spark.sql("DROP TABLE IF EXISTS changes_people")
 
 
-@pytest.mark.parametrize("partitioned", [False, True])
+@pytest.mark.parametrize("partitioned", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_direct_snapshots_equal_delta_time_travel_rows_and_ids(spark: Any, make_table: Any, run: Any,
                                                                 partitioned: bool) -> None:
     """Snapshots read from the files a version's checksum lists give Delta time travel's rows and row ids, at every

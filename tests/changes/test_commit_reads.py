@@ -44,9 +44,12 @@ def _changes(spark: Any, interval: Any, flag: str) -> list[tuple]:
         spark.conf.unset(CHANGE_DATA_FILES)
 
 
+# Vectors are the default layout; copy-on-write and partitioned tables run in the slow suite.
 @pytest.mark.parametrize("name, layout", [
-    *[(name, layout) for layout in ("copy-on-write", "vectors") for name in sorted(HISTORIES)],
-    ("append then update", "vectors, partitioned"), ("NULLs and duplicates through MERGE", "copy-on-write, partitioned"),
+    *[(name, "vectors") for name in sorted(HISTORIES)],
+    *[pytest.param(name, "copy-on-write", marks=pytest.mark.slow) for name in sorted(HISTORIES)],
+    pytest.param("append then update", "vectors, partitioned", marks=pytest.mark.slow),
+    pytest.param("NULLs and duplicates through MERGE", "copy-on-write, partitioned", marks=pytest.mark.slow),
 ])
 def test_postimages_from_change_data_over_several_commits(spark: Any, make_table: Any, run: Any, name: str,
                                                           layout: str) -> None:

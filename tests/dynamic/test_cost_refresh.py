@@ -111,6 +111,7 @@ def test_half_a_source_changed_refreshes_full_and_says_why(shop: Any) -> None:
     assert estimate_next(shop, "inc_only") == "" and estimate_next(shop, "full_only") == ""
 
 
+@pytest.mark.slow
 def test_a_small_change_stays_incremental_and_the_next_table_borrows_its_time(shop: Any) -> None:
     _create(shop, "agg", "joined")
     shop.sql("INSERT INTO items VALUES (50, 2, 5.0)")
@@ -131,6 +132,7 @@ def test_a_small_change_stays_incremental_and_the_next_table_borrows_its_time(sh
     assert agg.cost_reason is not None and agg.cost_reason.split(":")[0] == agg.action
 
 
+@pytest.mark.slow
 def test_full_and_incremental_in_turn_keep_the_table_equal_to_its_query(shop: Any, settings: Any) -> None:
     settings(MARGIN, "1000")  # only the share of changed rows decides: FULL for the big batches, not by timing
     _create(shop, "agg", "joined", "picked")
@@ -149,6 +151,7 @@ def test_full_and_incremental_in_turn_keep_the_table_equal_to_its_query(shop: An
             assert records[name].action == expected, (name, statements, records[name].cost_reason)
 
 
+@pytest.mark.slow
 def test_the_model_can_be_turned_off(shop: Any, settings: Any) -> None:
     settings(COST_MODEL, "false")
     _create(shop, "agg")
@@ -158,6 +161,7 @@ def test_the_model_can_be_turned_off(shop: Any, settings: Any) -> None:
         "INCREMENTAL", None, None)
 
 
+@pytest.mark.slow
 def test_a_delete_marked_in_a_deletion_vector_counts_the_rows_bytes_not_the_files(shop: Any) -> None:
     # one row of the 40 marked deleted: Delta removes and re-adds the file with a vector; the change is a row's share
     _create(shop, "agg")

@@ -78,6 +78,7 @@ def _refresh(dt: Any) -> Any:
     return record
 
 
+@pytest.mark.slow
 def test_new_orders_with_their_lines_do_not_read_the_old_lines(shop: Any) -> None:
     shop.sql("INSERT INTO orders VALUES (5000, 1), (5001, 2); INSERT INTO lines VALUES (5000, 3), (5001, 4), (7, 1)")
     keyed = _refresh(shop)

@@ -62,6 +62,7 @@ def test_cluster_by_in_create_ctas_and_alter_keeps_change_tracking(dt: Any, conn
     assert _detail(dt, "c1")["clusteringColumns"] == []
 
 
+@pytest.mark.slow
 def test_clustered_source_optimized_between_refreshes_reads_no_change(dt: Any) -> None:
     dt.sql("CREATE TABLE src (k BIGINT, v INT) CLUSTER BY (k)")
     dt.sql("CREATE TABLE dim (k BIGINT, name STRING)")
@@ -131,6 +132,7 @@ def test_dynamic_table_is_clustered_on_its_row_id_and_its_merge_reads_only_touch
     assert unpruned["files"] == unpruned["of"] and not unpruned["keys"]
 
 
+@pytest.mark.slow
 def test_overwrites_keep_the_clustering(wide: Any) -> None:
     dt = wide
     dt.sql("CREATE DYNAMIC TABLE a TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
@@ -147,6 +149,7 @@ def test_overwrites_keep_the_clustering(wide: Any) -> None:
     assert _detail(dt, "w")["numFiles"] > 1  # written by row-id ranges
 
 
+@pytest.mark.slow
 def test_optimize_between_refreshes_keeps_refreshes_exact_and_idempotent(wide: Any) -> None:
     dt = wide
     dt.sql("CREATE DYNAMIC TABLE agg TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
@@ -170,6 +173,7 @@ def test_optimize_between_refreshes_keeps_refreshes_exact_and_idempotent(wide: A
     assert _merge_pruning(history.records(dt.store, "w")[-1])["of"] >= 1
 
 
+@pytest.mark.slow
 def test_daemon_compacts_after_a_refresh_that_leaves_many_small_files(wide: Any) -> None:
     dt = wide
     dt.spark.conf.set(SMALL_FILES, "10")

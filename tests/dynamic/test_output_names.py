@@ -63,6 +63,7 @@ def test_unnamed_expressions_are_named_as_spark_shows_them(rs: Any) -> None:
     assert rs.sql("SELECT * FROM v2").columns == ["i", "sum(i)"]
 
 
+@pytest.mark.slow
 def test_a_views_column_list_survives_inlining_into_a_dynamic_table(rs: Any) -> None:
     rs.sql("CREATE VIEW pairs (x, y) AS SELECT r.i, s.i FROM base_r r JOIN base_s s ON r.i = s.i")
     rs.sql("CREATE VIEW sums AS SELECT i, sum(i) FROM base_s GROUP BY i")

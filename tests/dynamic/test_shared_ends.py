@@ -52,6 +52,7 @@ def _scans_of_f(dt: Any) -> int:
     return sum(1 for line in plan.splitlines() if re.search(r"FileScan parquet \[k#\d+,v#", line))
 
 
+@pytest.mark.slow
 def test_the_groups_are_recomputed_from_one_scan_of_both_ends(tops: Any) -> None:
     dt = tops
     try:
@@ -75,6 +76,7 @@ def test_the_groups_are_recomputed_from_one_scan_of_both_ends(tops: Any) -> None
     assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
 
 
+@pytest.mark.slow
 def test_groups_of_groups_share_the_inner_reads_and_equal_the_recompute(tops: Any) -> None:
     # Q13's shape: a LEFT JOIN grouped, grouped again; the outer groups' keys come from the inner groups' change
     dt = tops
