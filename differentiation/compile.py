@@ -27,6 +27,7 @@ from differentiation.plan import (
 from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
+from differentiation.rules.semi_join import CountedSemiJoinDelta
 from differentiation.sources import Sources
 from differentiation.sql import (
     alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign, string,
@@ -123,7 +124,7 @@ class Compiler:
             UnionAll: self._union, Distinct: self._distinct, Empty: self._empty, Signed: self._signed,
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
             AlgebraicAggregateDelta: self._algebraic, Window: self._window, Generate: self._generate,
-            BothEnds: self._both_ends, EndOf: self._end_of,
+            BothEnds: self._both_ends, EndOf: self._end_of, CountedSemiJoinDelta: self._counted_semi,
         }
 
     def name(self, node: Node) -> str:
@@ -333,6 +334,10 @@ class Compiler:
         assert isinstance(node, AlgebraicAggregateDelta)
         return AlgebraicCompiler(self, node).compile()
 
+    def _counted_semi(self, node: Node) -> exp.Query:
+        assert isinstance(node, CountedSemiJoinDelta)
+        return CountedSemiCompiler(self, node).compile()
+
 
 class AlgebraicCompiler:
     """`AlgebraicAggregateDelta`: DELETE the stored row of every key the change set touches, INSERT old + ΣΔ (when
@@ -412,6 +417,67 @@ class AlgebraicCompiler:
         if self.keys:
             added = added.where(exp.GT(this=col("__cnt", "n"), expression=number(0)))
         return _union_all([removed, added])
+
+
+class CountedSemiCompiler:
+    """`CountedSemiJoinDelta`: R's rows per key at I1 (`__n1`) and at I0 (`__n0` = `__n1` less ΔR's signed count),
+    one row per key (`__v<i>`), joined to the rows of L to judge; see the node for why."""
+
+    def __init__(self, compiler: Compiler, node: CountedSemiJoinDelta) -> None:
+        self.c, self.node = compiler, node
+        self.values = [f"__v{i}" for i in range(len(node.keys.right))]
+
+    def _per_key(self, source: Node, total: exp.Expr, name: str) -> exp.Select:
+        keys = [k.expr for k in self.node.keys.right]
+        items = [alias(k.copy(), v) for k, v in zip(keys, self.values)] + [alias(total, name)]
+        return exp.select(*items).from_(self.c.source(source)).group_by(*(k.copy() for k in keys))
+
+    def _counts(self) -> exp.Select:
+        """Per key of R|I1 ⋉ K or ΔR: `__n1`, `__n0`. GROUP BY and `<=>` keep NULL keys as one key, which only
+        a NULL-safe condition matches."""
+        at_end = self._per_key(self.node.ends, exp.Count(this=exp.Star()), "__n")
+        change = self._per_key(self.node.right_delta, exp.Sum(this=sign()), "__d")
+        on = exp.and_(*(exp.NullSafeEQ(this=col(v, "c"), expression=col(v, "d")) for v in self.values))
+        n1 = call("coalesce", col("__n", "c"), number(0))
+        items = [alias(call("coalesce", col(v, "c"), col(v, "d")), v) for v in self.values]
+        items += [alias(n1, "__n1"),
+                  alias(exp.Sub(this=n1.copy(), expression=call("coalesce", col("__d", "d"), number(0))), "__n0")]
+        return exp.select(*items).from_(at_end.subquery(ident("c"))).join(
+            change.subquery(ident("d")), on=on, join_type="FULL OUTER")
+
+    def _judged(self) -> exp.Query:
+        """The rows to judge, `__old` telling L|I0's rows (their action is decided here) from ΔL's."""
+        node = self.node
+        old = exp.select(*_cols(node.old), col(ROW_ID), alias(string(DELETE), ACTION), alias(exp.true(), "__old"))
+        parts: list[exp.Query] = [old.from_(self.c.source(node.old))]
+        if node.changed is not None:
+            parts.insert(0, exp.select(*_cols(node.changed), col(ROW_ID), col(ACTION), alias(exp.false(), "__old"))
+                         .from_(self.c.source(node.changed)))
+        return _union_all(parts)
+
+    def compile(self) -> exp.Query:
+        node = self.node
+
+        def present(count: str) -> exp.Expr:
+            matched = exp.Paren(this=exp.GT(this=call("coalesce", col(count, "e"), number(0)), expression=number(0)))
+            return exp.Paren(this=exp.Not(this=matched)) if node.anti else matched
+
+        eq = {False: exp.EQ, True: exp.NullSafeEQ}
+        on = exp.and_(*(eq[n](this=k.expr.copy(), expression=col(v, "e"))
+                        for k, v, n in zip(node.keys.left, self.values, node.keys.null_safe)))
+        old = col("__old", "x")
+        action = exp.Case(ifs=[exp.If(this=old, true=exp.Case(ifs=[exp.If(this=present("__n1"), true=string(INSERT))],
+                                                                default=string(DELETE)))],
+                          default=col(ACTION, "x"))
+        keep = exp.Case(ifs=[exp.If(this=old.copy(), true=exp.NEQ(this=present("__n0"), expression=present("__n1")))],
+                        default=present("__n1"))
+        select = (exp.select(*_cols(node, "x"), col(ROW_ID, "x"), alias(action, ACTION))
+                  .from_(self._judged().subquery(ident("x")))
+                  .join(self._counts().subquery(ident("e")), on=on, join_type="LEFT OUTER").where(keep))
+        if self.c.broadcast_keys:  # one row per key of the change: as small as the key sets
+            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[
+                exp.Table(this=ident("e"))])]))
+        return select
 
 
 def _inputs(node: Node) -> tuple[Node, ...]:

@@ -20,7 +20,8 @@ Per rule (``differentiation.rules``), the Δ it builds is pure when:
   old F row with the P row its key referenced at I0, which is still there and unique at I1; the same at I0 after
   deletes only (the RELY contract);
 - semi and anti joins: ΔL ⋉ R|I1 tests an old L row against the new R, so both sides changed is not; with L
-  unchanged the two recomputes are at I0 and I1.
+  unchanged a row of L|I0 = L|I1 comes out as a DELETE when it is in the result at I0, as an INSERT when at I1
+  (recomputed at both ends, or judged by counts at both ends: ``rules.semi_join.CountedSemiJoinDelta``).
 
 Pure functions over plan trees; no I/O.
 """

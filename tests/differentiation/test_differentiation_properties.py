@@ -33,6 +33,9 @@ QUICK = {
     # semi and anti joins: a NULL in the subquery empties NOT IN; a residual non-equality rides along
     "exists": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w <> r.v)",
     "not_in": "SELECT k, v FROM r WHERE v NOT IN (SELECT w FROM s WHERE k > 0)",
+    # key-only conditions: verdicts from s's counts per key at I1 less the change's (rules.semi_join)
+    "exists_keys": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0)",
+    "not_exists_keys": "SELECT k, v FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w = r.v)",
 }
 
 SLOW = {
