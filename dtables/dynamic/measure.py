@@ -32,6 +32,7 @@ COST_MODEL = "spark.dtables.refresh.costModel"  # false: AUTO tables refresh as 
 FULL_FRACTION = "spark.dtables.refresh.costModel.fullFraction"
 MIN_SOURCE_BYTES = "spark.dtables.refresh.costModel.minSourceBytes"
 MARGIN = "spark.dtables.refresh.costModel.margin"  # how much cheaper FULL must be estimated (0.1: 10%)
+EXPLORE = "spark.dtables.refresh.costModel.explore"  # a borrowed INCREMENTAL estimate tried once up to this x FULL
 INCREMENTAL_POINTS = 10  # the incremental refreshes the INCREMENTAL estimate is fitted to (newest)
 
 
@@ -43,7 +44,8 @@ def settings(spark: Any) -> CostSettings | None:
     fraction = _number(spark, FULL_FRACTION, defaults.full_fraction, "a fraction such as 0.5")
     min_bytes = int(_number(spark, MIN_SOURCE_BYTES, defaults.min_source_bytes, "a number of bytes"))
     margin = _number(spark, MARGIN, defaults.margin, "a fraction such as 0.1")
-    return CostSettings(full_fraction=fraction, min_source_bytes=min_bytes, margin=margin)
+    explore = _number(spark, EXPLORE, defaults.explore, "a factor such as 2 (0: never)")
+    return CostSettings(full_fraction=fraction, min_source_bytes=min_bytes, margin=margin, explore=explore)
 
 
 def _number(spark: Any, key: str, default: float, what: str) -> float:

@@ -153,3 +153,18 @@ def test_before_its_first_incremental_refresh_a_table_borrows_the_warehouses() -
     assert own.choice == Action.INCREMENTAL and "other tables" not in own.reason
     # nothing measured anywhere: INCREMENTAL, as before
     assert choose(CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full)).choice == Action.INCREMENTAL
+
+
+def test_a_borrowed_estimate_near_full_is_tried_once() -> None:
+    # other tables' median 3.0 s against FULL 2.0 s: within 2x, so INCREMENTAL once, to measure its own
+    full = Measured(2.0, BIG)
+    first = CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full, borrowed=(2.5, 3.0, 3.5))
+    d = choose(first)
+    assert d.choice == Action.INCREMENTAL
+    assert d.reason == ("INCREMENTAL: est. 3.0 s (other tables' incremental refreshes: none of its own yet) against "
+                        "FULL 2.0 s, within 2x: refreshed incrementally once to measure its own")
+    assert choose(first, CostSettings(explore=0)).choice == Action.FULL  # exploring turned off
+    # once measured, its own refresh decides: 3.0 s of its own against FULL 2.0 s is FULL
+    own = CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full, incrementals=(Measured(3.0, 0),),
+                     borrowed=(2.5, 3.0, 3.5))
+    assert choose(own).choice == Action.FULL
