@@ -26,6 +26,7 @@ from differentiation.plan import (
 )
 from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
+from differentiation.rules.aggregate import AggregateFromEnd
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.rules.semi_join import CountedSemiJoinDelta
 from differentiation.sources import Sources
@@ -125,6 +126,7 @@ class Compiler:
             Sum: self._sum, KeySet: self._keyset, Restrict: self._restrict, Consolidate: self._consolidate,
             AlgebraicAggregateDelta: self._algebraic, Window: self._window, Generate: self._generate,
             BothEnds: self._both_ends, EndOf: self._end_of, CountedSemiJoinDelta: self._counted_semi,
+            AggregateFromEnd: self._from_end,
         }
 
     def name(self, node: Node) -> str:
@@ -334,6 +336,10 @@ class Compiler:
         assert isinstance(node, AlgebraicAggregateDelta)
         return AlgebraicCompiler(self, node).compile()
 
+    def _from_end(self, node: Node) -> exp.Query:
+        assert isinstance(node, AggregateFromEnd)
+        return FromEndCompiler(self, node).compile()
+
     def _counted_semi(self, node: Node) -> exp.Query:
         assert isinstance(node, CountedSemiJoinDelta)
         return CountedSemiCompiler(self, node).compile()
@@ -417,6 +423,61 @@ class AlgebraicCompiler:
         if self.keys:
             added = added.where(exp.GT(this=col("__cnt", "n"), expression=number(0)))
         return _union_all([removed, added])
+
+
+class FromEndCompiler(AlgebraicCompiler):
+    """`AggregateFromEnd`: the touched groups' helper columns at I1 (`__cnt`, `__sum_<i>`, `__nn_<i>`, as a stored
+    state holds them) computed from Q|I1 ⋉ K, those at I0 as they less ΣΔ, both rows of a group from one row
+    (`stack`), so Q|I1 is read once (Spark would compute a CTE read twice twice)."""
+
+    def __init__(self, compiler: Compiler, node: AggregateFromEnd) -> None:
+        self.c, self.node, self.agg = compiler, node, node.agg  # type: ignore[assignment]  # reads .delta alike
+        self.end = node.end
+        self.keys = [k.expr for _, k in self.agg.keys]
+        self.args = helper_args(self.agg)
+        self.summed = {a.arg for _, a in self.agg.aggs if a.func in ("SUM", "AVG")}
+
+    def _helpers(self) -> list[tuple[str, exp.Expr | None]]:
+        """(helper column, its aggregate over Q's rows) in the order `_outputs` reads them."""
+        out: list[tuple[str, exp.Expr | None]] = [("__cnt", exp.Count(this=exp.Star()))]
+        for i, a in enumerate(self.args):
+            if a in self.summed:
+                out.append((f"__sum_{i}", exp.Sum(this=a.expr.copy())))
+            out.append((f"__nn_{i}", exp.Count(this=a.expr.copy())))
+        return out
+
+    def _at_end(self) -> exp.Select:
+        items = [alias(k.copy(), f"__key{j}") for j, k in enumerate(self.keys)]
+        items += [alias(agg, name) for name, agg in self._helpers() if agg is not None]
+        return exp.select(*items).from_(self.c.source(self.end)).group_by(*(k.copy() for k in self.keys))
+
+    def _change_of(self, name: str) -> str:
+        return {"__cnt": "__dcnt"}.get(name, name.replace("__sum_", "__dsum_").replace("__nn_", "__dnn_"))
+
+    def compile(self) -> exp.Query:
+        d = self.c._emit(self._summed_change())
+        helpers = [name for name, _ in self._helpers()]
+        keys = [col(f"__key{j}", "d") for j in range(len(self.keys))]
+        old: list[exp.Expr] = []
+        for name in helpers:  # at I0: at I1 less the change (a group without rows at I1 has no row there)
+            value: exp.Expr = exp.Sub(this=call("coalesce", col(name, "n"), number(0)),
+                                      expression=call("coalesce", col(self._change_of(name), "d"), number(0)))
+            if name.startswith("__sum_"):
+                total = sum_type(arg_type(self.agg, self.args[int(name.removeprefix("__sum_"))]))
+                assert total is not None
+                value = cast(value, total)
+            old.append(value)
+        new = [col(name, "n") for name in helpers]
+        both = call("stack", number(2), string(DELETE), *keys, *old, string(INSERT), *(k.copy() for k in keys), *new)
+        names = ["__act"] + [f"__key{j}" for j in range(len(self.keys))] + helpers
+        on = exp.and_(*(exp.NullSafeEQ(this=col(f"__key{j}", "d"), expression=col(f"__key{j}", "n"))
+                        for j in range(len(self.keys))))
+        select = (exp.select(*self._outputs("s", INSERT)[:-1], alias(col("__act", "s"), ACTION))
+                  .from_(_from(d, "d")).join(self._at_end().subquery(ident("n")), on=on, join_type="LEFT OUTER")
+                  .where(exp.GT(this=col("__cnt", "s"), expression=number(0))))
+        select.append("laterals", exp.Lateral(this=both, view=True, alias=exp.TableAlias(
+            this=ident("s"), columns=[ident(c) for c in names])))
+        return select
 
 
 class CountedSemiCompiler:

@@ -23,6 +23,9 @@ QUICK = {
         "COUNT(DISTINCT v) AS cd, COUNT(v) AS cv FROM r GROUP BY k"
     ),
     "scalar_aggregate": "SELECT COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av FROM r",
+    # groups at I0 from their values at I1 less the change (rules.aggregate.AggregateFromEnd), with a HAVING above
+    "sums_from_end": "SELECT k, COUNT(*) AS c, SUM(v) AS sm, AVG(v) AS av, COUNT(v) AS cv FROM r GROUP BY k "
+                     "HAVING COUNT(*) > 1 OR SUM(v) IS NULL",
     "union_distinct": "SELECT k FROM r UNION SELECT k FROM s",
     "join_under_aggregate": "SELECT r.k, COUNT(*) AS c, SUM(s.w) AS sw FROM r JOIN s ON r.k = s.k GROUP BY r.k",
     # TPC-H Q13's shape: groups recomputed through a LEFT JOIN with a residual condition, then regrouped

@@ -29,13 +29,16 @@ def test_an_outer_joins_keys_restrict_each_side_on_its_own_key() -> None:
 
 def test_affected_groups_over_a_join_restrict_both_sides_of_it() -> None:
     # Δγ[r.k](r ⋈ s): the groups' keys reach r by the group key and s by the join's equality
-    overs = {_over(r) for r in _restricts("SELECT r.k, sum(s.w) AS total FROM r JOIN s ON r.k = s.k GROUP BY r.k")}
+    overs = {_over(r) for r in _restricts("SELECT r.k, max(s.w) AS top FROM r JOIN s ON r.k = s.k GROUP BY r.k")}
     assert {"r@start", "s@start", "r@end", "s@end"} <= overs
     assert "Join" not in overs
+    # a SUM's groups are read at I1 only (their values at I0 are those less the change's)
+    overs = {_over(r) for r in _restricts("SELECT r.k, sum(s.w) AS total FROM r JOIN s ON r.k = s.k GROUP BY r.k")}
+    assert {"r@end", "s@end"} <= overs and not {"r@start", "s@start"} & overs and "Join" not in overs
     # ... and through a LEFT JOIN's preserved side, and a filter, as in TPC-H Q13
     overs = {_over(r) for r in _restricts(
         "SELECT r.k, count(s.w) AS c FROM r LEFT JOIN s ON r.k = s.k AND s.w > 0 WHERE r.v < 10 GROUP BY r.k")}
-    assert "Join" not in overs and {"r@start", "s@start"} <= overs
+    assert "Join" not in overs and {"r@end", "s@end"} <= overs
 
 
 def test_a_key_from_the_null_supplying_side_stays_above_the_outer_join() -> None:
