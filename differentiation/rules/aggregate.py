@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from differentiation.delta_nodes import At, Delta, KeySet, Restrict, Signed, Sum
 from differentiation.plan import Aggregate, Node
 from differentiation.rewrite import DeriveContext
-from differentiation.rules.aggregate_algebraic import algebraic_ok, arg_type, derive_aggregate_algebraic
+from differentiation.rules.aggregate_algebraic import (
+    AggregateChange, algebraic_ok, arg_type, derive_aggregate_algebraic,
+)
 from differentiation.types import sum_type
 from differentiation.vocabulary import DELETE, INSERT
 
 
 @dataclass(frozen=True)
-class AggregateFromEnd(Node):
+class AggregateFromEnd(AggregateChange):
     """Δγk of COUNT / SUM / AVG over exact numbers, each touched group's values at I0 taken from those at I1.
 
     Q|I0 = Q|I1 − ΔQ as multisets (ΔQ a change set of Q, consolidated or not), so a group's row count, sums and
@@ -30,13 +32,6 @@ class AggregateFromEnd(Node):
 
     def children(self) -> tuple[Node, ...]:
         return (self.end, self.delta)
-
-    def columns(self) -> tuple[str, ...]:
-        return self.agg.columns()
-
-    @property
-    def is_delta(self) -> bool:
-        return True
 
     def label(self) -> str:
         return f"Δγ at I0 from I1 {self.agg.label()}"

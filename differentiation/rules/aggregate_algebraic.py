@@ -73,8 +73,23 @@ def state_aggregate(plan: Node) -> Aggregate | None:
     return None
 
 
+class AggregateChange(Node):
+    """A change set of an aggregate `agg` built from its input's change set `delta` (not from `agg` itself, whose
+    scans are not leaves of the change plan: `children` names the inputs)."""
+
+    agg: Aggregate
+    delta: Node
+
+    def columns(self) -> tuple[str, ...]:
+        return self.agg.columns()
+
+    @property
+    def is_delta(self) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
-class AlgebraicAggregateDelta(Node):
+class AlgebraicAggregateDelta(AggregateChange):
     """Change set of `agg` computed as DELETE old row + INSERT (old + ΣΔ) row per affected key.
 
     `state` reads the previous result with helper columns (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`); this
@@ -91,13 +106,6 @@ class AlgebraicAggregateDelta(Node):
 
     def children(self) -> tuple[Node, ...]:
         return (self.delta, self.state)
-
-    def columns(self) -> tuple[str, ...]:
-        return self.agg.columns()
-
-    @property
-    def is_delta(self) -> bool:
-        return True
 
     def label(self) -> str:
         return f"Δγ algebraic (old from state) {self.agg.label()}"
