@@ -56,6 +56,12 @@ class Constraints:
     def __bool__(self) -> bool:
         return bool(self.foreign)
 
+    def referenced_keys(self, table: str, column: str) -> tuple[tuple[str, str], ...]:
+        """(P, key) for each single-column foreign key of ``table (column)`` that references a unique key of P."""
+        return tuple((fk.referenced, fk.referenced_columns[0]) for fk in self.foreign
+                     if fk.table == table and fk.columns == (column,)
+                     and (fk.referenced, fk.referenced_columns) in {(t, k) for t, k in self.unique})
+
     def foreign_key_within(self, pairs: set[tuple[Origin, Origin]]) -> bool:
         """Whether some foreign key to a unique key is among ``pairs`` of (F column, P column) origins. Extra
         equalities of a join only narrow it, so one key among them is enough; the columns of one key must come from

@@ -228,6 +228,10 @@ class KeyProbe:
 
     reads: tuple[tuple[str, str], ...]  # (base table, column)
     type: str  # the Spark SQL type every read column and the pruned column share
+    # (P, key) of changed tables whose change proves keys absent at `at`: the pruned column holds a RELY foreign key
+    # to P's unique key, so a key P lost (deleted, not inserted: at the end) or gained (at the start) has no rows
+    absent: tuple[tuple[str, str], ...] = ()
+    at: str = "end"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class Derivative:
     shape: Shape
     information: ChangeFormat
     minimal: bool = True
+    constraints: Constraints = Constraints()  # the RELY keys it was derived under (key pruning uses them too)
 
     def __post_init__(self) -> None:
         if self.shape not in tuple(Shape) or not self.plan.is_delta:
@@ -90,13 +91,13 @@ def differentiate(
     changed = frozenset(t for t in plan.base_tables() if stats.get(t, ChangeStats()).changed)
     shape = _shape(plan, changed, stats, append_only)
     if shape == Shape.NO_DATA:
-        return Derivative(plan, Empty(plan), shape, information)
+        return Derivative(plan, Empty(plan), shape, information, constraints=constraints)
     ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan, constraints=constraints,
                         inserts_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).deletes),
                         deletes_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).inserts))
     delta = replace(Delta(plan), dict(rules), ctx)
     if shape != Shape.MINIMIZE:
-        return Derivative(plan, delta, shape, information)
+        return Derivative(plan, delta, shape, information, constraints=constraints)
     if not minimal and rules is RULES and is_pure(plan, ctx):  # is_pure knows the default rules
-        return Derivative(plan, delta, shape, information, minimal=False)
-    return Derivative(plan, Consolidate(delta), shape, information)
+        return Derivative(plan, delta, shape, information, minimal=False, constraints=constraints)
+    return Derivative(plan, Consolidate(delta), shape, information, constraints=constraints)

@@ -24,7 +24,7 @@ from differentiation.vocabulary import (
 
 def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
     """The join terms of `d` whose snapshot side can be pruned by the keys of change reads (`prune.py`)."""
-    return prune.key_probes(pushed(d.plan))
+    return prune.key_probes(pushed(d.plan), d.constraints)
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
@@ -41,7 +41,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     """
     plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
     if keys:
-        plan = prune.prune_keys(plan, keys)
+        plan = prune.prune_keys(plan, keys, d.constraints)
     if broadcast_keys:
         plan = prune.restrict_terms(plan)
     if share_ends:

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from differentiation.constraints import equalities, passed_through
+from differentiation.constraints import Constraints, equalities, passed_through
 from differentiation.delta_nodes import (
     ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, KeySet, Restrict, Snapshot, Sum,
 )
-from differentiation.plan import Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, UnionAll, Window
+from differentiation.plan import (
+    Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, Scan, UnionAll, Window,
+)
 from differentiation.restrict import push_restrictions
 from differentiation.rewrite import map_children
 from differentiation.sql import col
@@ -90,6 +92,26 @@ def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] |
 
 
 LeafRewrite = Callable[[Snapshot, str], Node]
+
+
+@dataclass(frozen=True)
+class Absence:
+    """What proves keys absent from a snapshot: the plan's RELY keys and the scans of the tables it reads changes
+    of. Rows of T|I1 whose foreign key column holds a key P lost over the interval cannot exist (the key must be
+    in P|I1), nor rows of T|I0 with a key P gained; P's change read says which keys those are (`KeyProbe.absent`)."""
+
+    constraints: Constraints
+    changed: Mapping[str, Scan]
+
+    @staticmethod
+    def of(plan: Node, constraints: Constraints) -> Absence:
+        return Absence(constraints, {n.scan.table: n.scan for n in plan.walk() if isinstance(n, ChangeRead)})
+
+    def probe(self, reads: set[tuple[str, str]], leaf: Snapshot, base: str, kind: str) -> KeyProbe:
+        """The probe of `reads` for a filter on `leaf`'s column `base` (of type `kind`)."""
+        absent = sorted({(table, key) for table, key in self.constraints.referenced_keys(leaf.scan.table, base)
+                         if table in self.changed and dict(self.changed[table].schema).get(key) == kind})
+        return KeyProbe(tuple(sorted(reads)), kind, tuple(absent), leaf.when if absent else "end")
 
 
 def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | None:
@@ -161,7 +183,7 @@ def _term_keys(join: Join) -> list[tuple[Node, Node, str, str]]:
     return found
 
 
-def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+def _sites(join: Join, absence: Absence) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     """(state-side column, the snapshot leaf it comes from and its column there, the probe of its keys) for each
     equality of `join`
     whose keys change reads give and whose state side a filter on the column can restrict."""
@@ -174,11 +196,11 @@ def _sites(join: Join) -> list[tuple[str, Snapshot, str, KeyProbe]]:
         kind = dict(leaf[0].scan.schema)[leaf[1]]
         if any(t != kind for _, _, t in reads):
             continue  # a literal cast between types could drop rows that match
-        sites.append((b, leaf[0], leaf[1], KeyProbe(tuple(sorted({(t, c) for t, c, _ in reads})), kind)))
+        sites.append((b, leaf[0], leaf[1], absence.probe({(t, c) for t, c, _ in reads}, leaf[0], leaf[1], kind)))
     return sites
 
 
-def _restrict_sites(restrict: Restrict) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+def _restrict_sites(restrict: Restrict, absence: Absence) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     """The same for a state restricted to affected keys (`state ⋉k K`): each key column of the state that a filter
     reaches, probed by the change-read columns K's key comes from in every input."""
     if len(restrict.alternatives) != 1 or restrict.child.is_delta:
@@ -200,7 +222,8 @@ def _restrict_sites(restrict: Restrict) -> list[tuple[str, Snapshot, str, KeyPro
         kind = dict(leaf[0].scan.schema)[leaf[1]]
         if any(t != kind for _, _, t in found):
             continue
-        sites.append((key.expr.name, leaf[0], leaf[1], KeyProbe(tuple(sorted({(t, c) for t, c, _ in found})), kind)))
+        sites.append((key.expr.name, leaf[0], leaf[1],
+                      absence.probe({(t, c) for t, c, _ in found}, leaf[0], leaf[1], kind)))
     return sites
 
 
@@ -212,26 +235,30 @@ def _site_nodes(plan: Node) -> list[Join | Restrict]:
     return list(seen)  # type: ignore[arg-type]
 
 
-def _sites_of(node: Node) -> list[tuple[str, Snapshot, str, KeyProbe]]:
+def _sites_of(node: Node, absence: Absence) -> list[tuple[str, Snapshot, str, KeyProbe]]:
     if isinstance(node, Join):
-        return _sites(node)
-    return _restrict_sites(node) if isinstance(node, Restrict) else []
+        return _sites(node, absence)
+    return _restrict_sites(node, absence) if isinstance(node, Restrict) else []
 
 
-def key_probes(plan: Node) -> tuple[PruneSite, ...]:
+def key_probes(plan: Node, constraints: Constraints = Constraints()) -> tuple[PruneSite, ...]:
     """The join terms and key restrictions of a pushed change plan whose snapshot side a probe of change reads
-    can prune."""
+    can prune (less the keys `constraints` prove absent there)."""
+    absence = Absence.of(plan, constraints)
     sites = {PruneSite(probe, leaf.scan.table, leaf.when, base): None
-             for node in _site_nodes(plan) for _, leaf, base, probe in _sites_of(node)}
+             for node in _site_nodes(plan) for _, leaf, base, probe in _sites_of(node, absence)}
     return tuple(sites)
 
 
-def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter]) -> Node:
+def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], constraints: Constraints = Constraints()) -> Node:
     """`plan` (pushed) with the snapshot side of every join term whose probe has a filter read through it
-    (`filters[probe]` holds the values; each leaf gets them on its own column)."""
+    (`filters[probe]` holds the values; each leaf gets them on its own column). `constraints` as given to
+    `key_probes`."""
+    absence = Absence.of(plan, constraints)
+
     def rewrite(node: Node) -> Node:
         node = map_children(node, rewrite)
-        for column, _, _, probe in _sites_of(node):
+        for column, _, _, probe in _sites_of(node, absence):
             if probe not in filters:
                 continue
             f = filters[probe]

@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from differentiation import KeyFilter, KeyProbe, PruneSite
 from differentiation.sql import alias, call, col, ident
+from differentiation.vocabulary import ACTION, DELETE, INSERT
 from dtables.changes.log import FileAction
 
 MAX_RANGES = 32  # OR-ed ranges Parquet's filters and the file statistics check per key
@@ -76,6 +77,22 @@ def key_filter(probe: KeyProbe, count: int, low: str | None, high: str | None,
     return KeyFilter("", probe.type, ranges=((low, high),))
 
 
+def _absent_keys(probe: KeyProbe, changes: Callable[[str], str]) -> exp.Query:
+    """The keys the referenced tables of `probe.absent` lost over the interval (a DELETE and no INSERT: not in the
+    table at its end) or, for a probe at the start, gained (an INSERT and no DELETE). With the key unique at both
+    ends, no other key can be absent there; with the foreign key holding, no row of the pruned side carries one."""
+    present = INSERT if probe.at == "end" else DELETE
+    parts = [exp.select(alias(col(key), "k")).from_(exp.maybe_parse(changes(table), into=exp.Table, dialect="spark"))
+             .group_by(col(key)).having(exp.EQ(this=call("count_if", exp.EQ(this=col(ACTION),
+                                                                              expression=exp.Literal.string(present))),
+                                               expression=exp.Literal.number(0)))
+             for table, key in probe.absent]
+    out: exp.Query = parts[0]
+    for p in parts[1:]:
+        out = exp.Union(this=out, expression=p, distinct=False)
+    return out
+
+
 def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> exp.Select:
     """One query with a row per probe: (probe, n, lo, hi, ks), over the change reads `changes(table)` names."""
     rows = []
@@ -86,6 +103,11 @@ def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> ex
         union: exp.Query = reads[0]
         for r in reads[1:]:
             union = exp.Union(this=union, expression=r, distinct=False)
+        if probe.absent:
+            union = exp.select(col("k")).from_(union.subquery("c")).join(
+                _absent_keys(probe, changes).subquery("a"), on=exp.EQ(this=exp.column("k", "c"),
+                                                                       expression=exp.column("k", "a")),
+                join_type="left anti")
         n = exp.Count(this=exp.Distinct(expressions=[col("k")]))
         as_text = exp.Lambda(this=exp.Cast(this=col("x"), to=exp.DataType.build("STRING")),
                              expressions=[ident("x")])

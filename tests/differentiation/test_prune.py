@@ -80,3 +80,18 @@ def test_where_keys_of_comma_joins_become_join_conditions_and_filters_move_to_th
     # an outer join keeps its WHERE above it (a filter there removes the NULL-padded rows it made)
     assert build_plan("SELECT r.v FROM r LEFT JOIN s ON r.k = s.k WHERE s.w IS NULL", SCHEMA).to_text().count(
         "Filter") == 1
+
+
+def test_a_foreign_key_makes_the_keys_its_referenced_table_lost_absent_at_the_end() -> None:
+    from differentiation.constraints import Constraints, ForeignKey
+
+    sql = "SELECT r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k)"
+    fk = Constraints(unique=(("r", ("k",)),), foreign=(ForeignKey("s", ("k",), "r", ("k",)),))
+    d = differentiate(build_plan(sql, SCHEMA), constraints=fk)
+    [site] = [s for s in key_probes(d) if s.table == "s"]
+    assert (site.when, site.probe.absent, site.probe.at) == ("end", (("r", "k"),), "end")
+    unkeyed = differentiate(build_plan(sql, SCHEMA))
+    assert {s.probe.absent for s in key_probes(unkeyed)} == {()}
+    # a filter read through the keyed probe lands on s's snapshot as before
+    plan = prune_keys(pushed(d.plan), {site.probe: KeyFilter("", "INT", values=())}, d.constraints)
+    assert {(n.scan.table, n.when) for n in plan.walk() if isinstance(n, Snapshot) and n.keys} == {("s", "end")}
