@@ -243,26 +243,31 @@ class KeyFilter:
     type: str
     values: tuple[str, ...] | None = None
     ranges: tuple[tuple[str, str], ...] = ()
+    # NULL is one of the keys: a NULL-safe restriction (an outer join's padded rows, the NULL group of an
+    # aggregate) must keep the rows whose column is NULL; an equi-join term would drop them anyway
+    nulls: bool = False
 
     def label(self) -> str:
+        either = " or NULL" if self.nulls else ""
         if self.values is not None:
-            return f"{self.column} IN ({len(self.values)} values)"
+            return f"{self.column} IN ({len(self.values)} values){either}"
         spans = ", ".join(f"{lo}..{hi}" for lo, hi in self.ranges[:3]) + (", ..." if len(self.ranges) > 3 else "")
-        return f"{self.column} IN [{spans}]"
+        return f"{self.column} IN [{spans}]{either}"
 
     def condition(self, column: exp.Expr) -> exp.Expr:
         def literal(text: str) -> exp.Expr:
             return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build(self.type, dialect="spark"))
 
         if self.values is not None:
-            if not self.values:
-                return exp.false()
-            return exp.In(this=column, expressions=[literal(v) for v in self.values])
-        if not self.ranges:
-            return exp.false()
-        return exp.or_(*(exp.EQ(this=column.copy(), expression=literal(lo)) if lo == hi else
-                         exp.Between(this=column.copy(), low=literal(lo), high=literal(hi))
-                         for lo, hi in self.ranges))
+            found: exp.Expr = (exp.In(this=column.copy(), expressions=[literal(v) for v in self.values])
+                               if self.values else exp.false())
+        elif not self.ranges:
+            found = exp.false()
+        else:
+            found = exp.or_(*(exp.EQ(this=column.copy(), expression=literal(lo)) if lo == hi else
+                              exp.Between(this=column.copy(), low=literal(lo), high=literal(hi))
+                              for lo, hi in self.ranges))
+        return exp.or_(found, exp.Is(this=column.copy(), expression=exp.Null())) if self.nulls else found
 
 
 @dataclass(frozen=True)

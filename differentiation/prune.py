@@ -18,6 +18,7 @@ from.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -264,7 +265,7 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], constraints: C
             f = filters[probe]
 
             def narrow(leaf: Snapshot, base: str, f: KeyFilter = f) -> Node:
-                keyed = KeyFilter(base, f.type, f.values, f.ranges)
+                keyed = dataclasses.replace(f, column=base)
                 return leaf if keyed in leaf.keys else leaf.copy(keys=leaf.keys + (keyed,))
 
             if isinstance(node, Restrict):

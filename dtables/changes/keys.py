@@ -62,19 +62,19 @@ def merged_ranges(values: Sequence[str], order: Callable[[str], Any], limit: int
 
 
 def key_filter(probe: KeyProbe, count: int, low: str | None, high: str | None,
-               values: Sequence[str] | None) -> KeyFilter:
-    """The filter of a probe's result: `count` distinct keys, their min and max, and their sorted texts when
-    they were collected."""
+               values: Sequence[str] | None, nulls: bool = False) -> KeyFilter:
+    """The filter of a probe's result: `count` distinct non-NULL keys, their min and max, their sorted texts when
+    they were collected, and whether NULL was a key too."""
     if count == 0 or low is None or high is None:
-        return KeyFilter("", probe.type, values=())
+        return KeyFilter("", probe.type, values=(), nulls=nulls)
     order = _order(probe.type)
     if values is None:
-        return KeyFilter("", probe.type, ranges=((low, high),))
+        return KeyFilter("", probe.type, ranges=((low, high),), nulls=nulls)
     if order is not None:
-        return KeyFilter("", probe.type, ranges=merged_ranges(values, order, MAX_RANGES))
+        return KeyFilter("", probe.type, ranges=merged_ranges(values, order, MAX_RANGES), nulls=nulls)
     if len(values) <= MAX_VALUES:
-        return KeyFilter("", probe.type, values=tuple(values))
-    return KeyFilter("", probe.type, ranges=((low, high),))
+        return KeyFilter("", probe.type, values=tuple(values), nulls=nulls)
+    return KeyFilter("", probe.type, ranges=((low, high),), nulls=nulls)
 
 
 def _absent_keys(probe: KeyProbe, changes: Callable[[str], str]) -> exp.Query:
@@ -117,7 +117,8 @@ def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> ex
             alias(exp.Literal.number(i), "probe"), alias(n, "n"),
             alias(exp.Cast(this=exp.Min(this=col("k")), to=exp.DataType.build("STRING")), "lo"),
             alias(exp.Cast(this=exp.Max(this=col("k")), to=exp.DataType.build("STRING")), "hi"),
-            alias(collected, "ks")).from_(union.subquery("c")))
+            alias(collected, "ks"),
+            alias(call("bool_or", exp.Is(this=col("k"), expression=exp.Null())), "nulls")).from_(union.subquery("c")))
     out: exp.Query = rows[0]
     for r in rows[1:]:
         out = exp.Union(this=out, expression=r, distinct=False)
@@ -141,7 +142,7 @@ def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], 
     for row in rows:
         probe = ordered[row["probe"]]
         values = list(row["ks"]) if row["ks"] is not None and len(row["ks"]) <= MAX_COLLECTED else None
-        found[probe] = key_filter(probe, row["n"], row["lo"], row["hi"], values)
+        found[probe] = key_filter(probe, row["n"], row["lo"], row["hi"], values, bool(row["nulls"]))
     return found
 
 
@@ -155,14 +156,17 @@ def file_filter(keys: Sequence[KeyFilter], types: Mapping[str, str]) -> Callable
             continue
         spans = ([(order(v), order(v)) for v in k.values] if k.values is not None
                  else [(order(lo), order(hi)) for lo, hi in k.ranges])
-        checks.append((k.column, order, spans))
+        checks.append((k.column, order, spans, k.nulls))
 
     def keep(f: FileAction) -> bool:
         if not checks or not f.stats:
             return True
         stats = json.loads(f.stats, parse_float=Decimal)
         low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
-        for column, order, spans in checks:
+        null_counts = stats.get("nullCount") or {}
+        for column, order, spans, nulls in checks:
+            if nulls and null_counts.get(column, 1) != 0:
+                continue  # the file may hold NULL keys, which the filter keeps
             if column not in low or column not in high or low[column] is None or high[column] is None:
                 continue
             lo, hi = order(low[column]), order(high[column])

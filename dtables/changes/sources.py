@@ -8,6 +8,7 @@ Spark job). Refreshes pass their own cloned session, so concurrent refreshes nev
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -169,7 +170,7 @@ class IntervalSources:
         files = self._log(site.table).files_at(i.start_version if site.when == "start" else i.end_version)
         if files is None:
             return True
-        keep = file_filter([diff.KeyFilter(site.column, keys.type, keys.values, keys.ranges)], self._types(site.table))
+        keep = file_filter([dataclasses.replace(keys, column=site.column)], self._types(site.table))
         total = sum(f.size or 0 for f in files)
         return total > 0 and sum(f.size or 0 for f in files if keep(f)) <= fraction * total
 

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from sqlglot import exp
 from oracle import oracle_rows, table_rows
 
 from differentiation import KeyFilter, KeyProbe
@@ -105,3 +106,38 @@ def test_pruned_terms_stay_exact_under_deletes_updates_and_keys_that_vanish(shop
     _refresh(shop)
     shop.sql("DELETE FROM l WHERE lk > 1990")  # only the line side changed: orders pruned by the deleted keys
     _refresh(shop)
+
+
+def test_null_keys_of_a_change_keep_their_rows_where_the_restriction_is_null_safe(dt: Any) -> None:
+    """An outer join's padded rows and an aggregate's NULL group are recomputed for the keys a change touched,
+    NULL among them: the pruned snapshot keeps the rows whose key is NULL (a probe's IN list never matches NULL)."""
+    dt.spark.conf.set(keys.MIN_BYTES, "0")
+    dt.spark.conf.set(keys.MAX_FRACTION, "1")
+    try:
+        for t in ("r", "u"):
+            dt.sql(f"CREATE TABLE {t} (i INT, v INT)")
+            dt.sql(f"INSERT INTO {t} VALUES (1, 0), (2, 1), (3, NULL), (NULL, 2)")
+        for name, sql in (("fj", "SELECT r.i AS ri, r.v AS rv, u.i AS ui, u.v AS uv FROM r FULL JOIN u ON r.i = u.i"),
+                          ("g", "SELECT i, count(*) AS n, max(v) AS m FROM u GROUP BY i")):
+            dt.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS {sql}")
+        dt.sql("UPDATE u SET v = NULL WHERE i IS NULL; INSERT INTO u VALUES (NULL, NULL), (NULL, 7)")
+        for name in ("fj", "g"):
+            [record] = dt.refresh(name)
+            assert (record.state, record.action) == ("SUCCEEDED", "INCREMENTAL"), record.error
+            assert_same_rows(table_rows(dt, name), oracle_rows(dt, name))
+    finally:
+        dt.spark.conf.unset(keys.MIN_BYTES)
+        dt.spark.conf.unset(keys.MAX_FRACTION)
+
+
+def test_a_probe_that_saw_a_null_key_keeps_null_rows_and_the_files_holding_them() -> None:
+    found = keys.key_filter(KeyProbe((("t", "k"),), "bigint"), 0, None, None, [], nulls=True)
+    assert (found.values, found.nulls) == ((), True)
+    assert "IS NULL" in found.condition(exp.column("k")).sql()
+    keep = keys.file_filter([KeyFilter("k", "bigint", ranges=(("10", "20"),), nulls=True)], {"k": "bigint"})
+
+    def file(nulls: int) -> FileAction:
+        stats = json.dumps({"numRecords": 9, "minValues": {"k": 50}, "maxValues": {"k": 60}, "nullCount": {"k": nulls}})
+        return FileAction("add", "f.parquet", True, 0, 0, (), False, 1, stats)
+
+    assert keep(file(3)) and not keep(file(0))
