@@ -12,8 +12,11 @@ Per rule (``differentiation.rules``), the Δ it builds is pure when:
 
 - a base table's change read: always (``Sources.changes``: DELETE rows from the start, INSERT rows at the end);
 - σ, π, explode, UNION ALL: their inputs' Δ are;
-- aggregates, DISTINCT, windows, outer joins: always, they recompute the touched keys at both ends (π− of Q|I0
-  rows, π+ of Q|I1 rows; the algebraic aggregate deletes the stored row and inserts old + ΣΔ, the row at I1);
+- aggregates, DISTINCT, windows, full outer joins and outer joins of two changed sides: always, they recompute the
+  touched keys at both ends (π− of Q|I0 rows, π+ of Q|I1 rows; the algebraic aggregate deletes the stored row and
+  inserts old + ΣΔ, the row at I1);
+- a left or right join with one changed side: when that side's Δ is (ΔP ⟕ N with N the same at both ends, or the
+  matched rows P ⋈ ΔN plus padded rows of P|I0 = P|I1 by their verdict at each end, as for anti joins below);
 - inner and cross joins: L|I0 ⋈ ΔR pairs a new R row with an old L row that may be gone at I1, so the join of two
   changed sides is not; one changed side is when its Δ is (the other side is the same at both ends); a term left
   by declared keys (``rules.join.proved_term``) is when ΔF is: after inserts only, P|I1 ⋈ ΔF's DELETE rows pair an
@@ -52,9 +55,9 @@ def is_pure(plan: Node, ctx: DeriveContext) -> bool:
 
 
 def _join_is_pure(join: Join, ctx: DeriveContext) -> bool:
-    if join.kind in ("left", "right", "full"):
-        return True
     left, right = ctx.has_changes(join.left), ctx.has_changes(join.right)
+    if join.kind in ("left", "right", "full"):
+        return join.kind == "full" or (left and right) or is_pure(join.left if left else join.right, ctx)
     if join.kind in ("semi", "anti"):
         return not left or (not right and is_pure(join.left, ctx))
     proved = proved_term(join, ctx)

@@ -61,6 +61,12 @@ def two_tables() -> st.SearchStrategy[dict[str, BaseTable]]:
     return st.fixed_dictionaries({"r": table_history("r", R_COLUMNS), "s": table_history("s", S_COLUMNS)})
 
 
+def one_changed(changed: str) -> st.SearchStrategy[dict[str, BaseTable]]:
+    """r and s, only `changed` of them with DML (the other the same at both ends)."""
+    return st.fixed_dictionaries({"r": table_history("r", R_COLUMNS, max_ops=6 if changed == "r" else 0),
+                                  "s": table_history("s", S_COLUMNS, max_ops=6 if changed == "s" else 0)})
+
+
 M_COLUMNS = {"k": "INT", "d": "DECIMAL(10,2)"}
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from diff_harness import BaseTable, TableSet, check_oracle
-from dml_strategies import two_tables
+from dml_strategies import one_changed, two_tables
 
 QUICK = {
     "filter_project": "SELECT k, v + 1 AS v1 FROM r WHERE v > 0 OR k IS NULL",
@@ -97,6 +98,22 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scop
 @given(data=two_tables())
 def test_minimum_delta_oracle(spark: Any, sql: str, data: dict[str, BaseTable]) -> None:
     check_oracle(TableSet(spark, data), sql)
+
+
+# outer joins of which one side changed are linear in it (rules.outer_join._one_side)
+ONE_SIDE = {
+    "left_join": QUICK["left_join"],
+    "q13_shape": QUICK["outer_join_regrouped"],
+    "right_join_residual": "SELECT r.k, r.v, s.w FROM r RIGHT JOIN s ON r.k = s.k AND r.v > 0 AND s.w < 3",
+}
+
+
+@pytest.mark.parametrize("changed", ["r", "s"])
+@pytest.mark.parametrize("sql", list(ONE_SIDE.values()), ids=list(ONE_SIDE))
+@settings(max_examples=4, **_SETTINGS)  # type: ignore[arg-type]
+@given(data=st.data())
+def test_outer_joins_with_one_changed_side(spark: Any, sql: str, changed: str, data: st.DataObject) -> None:
+    check_oracle(TableSet(spark, data.draw(one_changed(changed))), sql)
 
 
 @pytest.mark.slow
