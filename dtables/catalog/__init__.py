@@ -134,14 +134,15 @@ class Catalog:
         """
         mine = {o["name"] for o in self.objects()}
         for db in [d.name for d in self.spark.catalog.listDatabases()]:
-            for t in self.spark.catalog.listTables(db):
-                if t.isTemporary:
+            # SHOW TABLES / SHOW VIEWS read names only; catalog.listTables loads every table's metadata (a Delta
+            # snapshot each: a second per connect once a long-lived Spark has served a few warehouses)
+            quoted = quote_column(db)
+            views = {r["viewName"] for r in self.spark.sql(f"SHOW VIEWS IN {quoted}").collect() if not r["isTemporary"]}
+            for t in self.spark.sql(f"SHOW TABLES IN {quoted}").collect():
+                if t["isTemporary"] or qualified(db, t["tableName"]).lower() in mine:
                     continue
-                key = qualified(db, t.name).lower()
-                if key in mine:
-                    continue
-                kind = "VIEW" if t.tableType == "VIEW" else "TABLE"
-                self.spark.sql(f"DROP {kind} IF EXISTS `{db}`.`{t.name}`")
+                kind = "VIEW" if t["tableName"] in views else "TABLE"
+                self.spark.sql(f"DROP {kind} IF EXISTS {quoted}.{quote_column(t['tableName'])}")
         self._registered.clear()
 
 
