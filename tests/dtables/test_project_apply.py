@@ -31,6 +31,7 @@ def _plan(spark, folder: Path):
     return session, project, plan_project(session, project)
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_apply_that_fails_while_writing_names_what_it_made_and_resumes(spark, tmp_path):
     # b's first refresh fails at run time (ANSI cast of 'abc'): CREATE leaves nothing of b behind
     folder = _project(tmp_path / "p", "-- refresh_mode: full\nSELECT CAST(s AS INT) AS i FROM {{ ref('src') }}\n")

@@ -92,6 +92,7 @@ def test_new_orders_with_their_lines_do_not_read_the_old_lines(shop: Any) -> Non
     assert unkeyed.records_read - keyed.records_read > 15000, (keyed.records_read, unkeyed.records_read)
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_deleted_orders_with_their_lines_stay_exact(shop: Any) -> None:
     shop.sql("DELETE FROM lines WHERE ok IN (3, 4, 1999); DELETE FROM orders WHERE ok IN (3, 4, 1999)")
     _refresh(shop)

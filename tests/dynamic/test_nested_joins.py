@@ -100,7 +100,7 @@ def _stored_rows_equal(session: Any, query: str) -> None:
     assert_same_rows(_rows(session, to_spark(stored)), _rows(session, query))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))  # 300 in the slow version
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))  # 300 in the slow version
 @given(query=join_queries())
 def test_stored_definitions_give_the_users_rows(base: Any, query: str) -> None:
     _stored_rows_equal(base, query)

@@ -27,6 +27,7 @@ def rs(dt: Any) -> Any:
     return dt
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_a_column_list_names_duplicate_outputs_and_a_missing_one_is_a_clear_error(rs: Any) -> None:
     query = "SELECT r.i, s.i FROM base_r r JOIN base_s s ON r.i = s.i"
     rs.sql(f"CREATE DYNAMIC TABLE dup (a, b COMMENT 'from s') TARGET_LAG = '1 hour' AS {query}")

@@ -209,6 +209,7 @@ def test_concurrent_refreshes_of_one_table_equal_the_query(dt: Any, rounds: int)
     assert len(written) == len(set(written))  # no two refreshes claim one commit
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_a_refresh_whose_write_delta_skipped_fails_instead_of_moving_the_frontier(
         dt: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     dt.sql("CREATE TABLE src (i INT); INSERT INTO src VALUES (1), (2)")

@@ -73,6 +73,7 @@ def test_transaction_conflicts_with_a_consumer_that_advanced_the_stream(src: Any
     assert _rows(dt, "SELECT * FROM other_tgt") == [(1, "a")]
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_racing_consumers_never_process_the_same_changes(src: Any, connect: Any) -> None:
     dt = src
     dt.sql("CREATE STREAM s ON TABLE src")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dtables.testing import assert_same_rows
 
 
@@ -78,6 +80,7 @@ AND source_stream.__change_type = 'INSERT' THEN
 INSERT VALUES (target.id, target.name, target.age)"""
 
 
+@pytest.mark.slow  # long-running; `make test-all` runs it
 def test_singdata_standard_stream_with_two_merge_consumptions(dt: Any) -> None:
     dt.sql("CREATE TABLE test_table_offset (id INT, name STRING, age INT)")
     dt.sql("ALTER TABLE test_table_offset set PROPERTIES ('change_tracking' = 'true')")
