@@ -27,6 +27,10 @@ def column_types(node: Node) -> dict[str, str]:
         for name, e in node.outputs:
             if isinstance(e.expr, exp.Column) and e.expr.name in inner:
                 out[name] = inner[e.expr.name]
+            else:  # a computed column (a derived table's `l_extendedprice * (1 - l_discount) AS volume`)
+                typed = expression_type(e.expr, inner)
+                if typed is not None:
+                    out[name] = typed
         return out
     if isinstance(node, UnionAll):
         first = column_types(node.inputs[0])
