@@ -15,6 +15,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from differentiation.errors import UnsupportedQuery
+from differentiation.join_order import connect_joins
 from differentiation.pushdown import push_filters_into_joins
 from differentiation.subqueries import ORIGIN, unnest
 from differentiation.plan import (
@@ -46,7 +47,7 @@ def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot resolve query against the schema: {e}", "name resolution") from e
     tree = unnest(tree)
-    return push_filters_into_joins(_Builder(schema).query(tree, {}))
+    return connect_joins(push_filters_into_joins(_Builder(schema).query(tree, {})))
 
 
 def _nested_schema(schema: Schema) -> dict[str, object]:

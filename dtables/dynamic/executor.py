@@ -305,8 +305,8 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
             defs.set_fields(store, name, columns=json.dumps([[c.name, c.type, c.comment] for c in columns]))
             d = defs.require(store, name)
     seq = d.refresh_seq + 1
-    meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), d.definition_hash,
-                          identities)
+    computed_under = action.contents_hash or d.definition_hash
+    meta = CommitMetadata(rid, seq, to_iso(at) or "", dict(action.frontier_after), computed_under, identities)
     configure_idempotent_write(clone, name, meta)
     history.update(store, rid, sequence=seq)
     location = _location(session, name)
@@ -329,7 +329,7 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
             f"was written by refresh {commit.metadata.refresh_id}, not by this one; nothing was applied")
     defs.record_refreshed(store, name, data_timestamp=at, data_version=commit.version,
                           frontier=dict(action.frontier_after), refresh_seq=seq,
-                          initialized_hash=d.definition_hash, source_identities=identities)
+                          initialized_hash=computed_under, source_identities=identities)
     _fault("after_store")
     rows = ((counts.inserted, counts.deleted, counts.updated) if counts is not None else
             (commit.rows_inserted, commit.rows_deleted, commit.rows_updated))

@@ -8,11 +8,13 @@ executor runs it.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from differentiation import ChangeStats, Derivative, UnsupportedQuery, build_plan, differentiate, incremental_reason
 from differentiation.constraints import Constraints
+from differentiation.join_order import REORDERED, reordered
 from differentiation.plan import Node
 from differentiation.rules.aggregate_algebraic import state_aggregate, with_state_columns
 from differentiation.vocabulary import Shape
@@ -44,6 +46,7 @@ class RefreshAction:
     shape: str | None = None  # the derivative's shape for INCREMENTAL (ADDED_ONLY, REMOVED_ONLY, MINIMIZE)
     plan: Node | None = field(default=None, compare=False, repr=False)  # None: FULL over the query text
     derivative: Derivative | None = field(default=None, compare=False, repr=False)
+    contents_hash: str = ""  # what the written contents are computed under (``contents_hash``); "": the definition's
 
     def __post_init__(self) -> None:
         if self.action not in tuple(Action) or self.write not in tuple(Write):
@@ -74,6 +77,15 @@ def maintained_plan(plan: Node | None, refresh_mode: str) -> Node | None:
     return plan
 
 
+def contents_hash(definition: Definition, plan: Node | None) -> str:
+    """The hash a table's contents are computed under: its definition's, marked when the query's plan had its join
+    trees reordered (``differentiation.join_order``), whose row ids differ from those of the query's own order, so
+    that a table filled before dtables reordered them is computed again rather than patched under other ids."""
+    if plan is None or not reordered(plan):
+        return definition.definition_hash
+    return hashlib.sha256(f"{definition.definition_hash}:{REORDERED}".encode()).hexdigest()[:16]
+
+
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
            data_timestamp: dt.datetime, stored_columns: Collection[str] = (), target_bytes: int | None = None,
            rewrite_max_bytes: int = REWRITE_MAX_BYTES, constraints: Constraints = Constraints()) -> RefreshAction:
@@ -90,10 +102,13 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     after = {name: s.version for name, s in sources.items()}
     before = dict(definition.frontier)
 
-    def action(kind: str, reason: str, write: str, **more: object) -> RefreshAction:
-        return RefreshAction(definition.name, kind, reason, write, data_timestamp, before, after, **more)  # type: ignore[arg-type]
-
     plan, why_not = incremental_support(definition.query, sources)
+    computed_under = contents_hash(definition, plan)
+
+    def action(kind: str, reason: str, write: str, **more: object) -> RefreshAction:
+        return RefreshAction(definition.name, kind, reason, write, data_timestamp, before, after,
+                             contents_hash=computed_under, **more)  # type: ignore[arg-type]
+
     if definition.refresh_mode_chosen == RefreshMode.INCREMENTAL and why_not is not None:
         raise DynamicTableError(f"dynamic table {definition.name}: its query can no longer be refreshed "
                                 f"incrementally: {why_not}")
@@ -104,7 +119,9 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
 
     if not definition.initialized:
         return recompute(Action.FULL, "initial refresh: the table has no contents yet")
-    if definition.initialized_hash != definition.definition_hash:
+    if definition.initialized_hash != computed_under:
+        if definition.initialized_hash == definition.definition_hash:  # filled with the query's own join order
+            return recompute(Action.REINITIALIZE, f"the query's plan now has its {REORDERED} (row ids change)")
         return recompute(Action.REINITIALIZE, "the definition changed since the contents were computed")
     for name, src in sources.items():
         old = definition.source_identities.get(name)
