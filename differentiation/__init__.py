@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from differentiation.build import build_plan
+from differentiation.columns import columns_read
 from differentiation.derive import Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
 from differentiation.delta_nodes import KeyFilter, KeyProbe
@@ -15,6 +16,6 @@ from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 __all__ = [
     "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Sources",
-    "UnsupportedQuery", "build_plan", "changes_query", "differentiate", "explain", "incremental_reason", "key_probes",
-    "snapshot_query",
+    "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
+    "incremental_reason", "key_probes", "snapshot_query",
 ]

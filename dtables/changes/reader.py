@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -224,7 +224,8 @@ def explain_changes(spark: Any, interval: Interval, information: str = ChangeFor
     return plan_changes(spark, interval, information)
 
 
-def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False) -> DataFrame:
+def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
+                    compared: frozenset[str] | None = None) -> DataFrame:
     """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
 
     Rows of the net-removed files as DELETE, rows of the net-added files as INSERT. Applying it to the table at
@@ -236,14 +237,34 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False) 
     vectors writes no change data), compute it here in one Spark job (a local checkpoint) rather than at each of
     the places a derivative reads it, each of which would scan those files again; later refreshes that read the
     same interval read that checkpoint (``shared_reads``).
+
+    ``compared``: the only columns the reader uses (``differentiation.columns_read``). A row whose DELETE and
+    INSERT agree on them (an UPDATE of other columns) is left out, both halves: to the reader it did not change.
     """
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
     if not (read_once and _picks_rows(spark, plan)):
-        return _redundant_delta(spark, plan)
+        return _without_unchanged(plan, _redundant_delta(spark, plan), compared)
     # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
     key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
            plan.interval.end_version, change_data_files(spark))
-    return read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
+    kept = read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
+    return _without_unchanged(plan, kept, compared)
+
+
+def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[str] | None) -> DataFrame:
+    """``delta`` without the rows whose DELETE and INSERT (one each per id: the row at the start and at the end)
+    hold the same values in the ``compared`` columns. Only where the interval both removed and added rows and
+    some column is not compared (an update of every column read is a change), in one pass over the change rows:
+    a window per row id, no join."""
+    columns = [f.name for f in table_schema(plan.metadata).fields]
+    if compared is None or plan.shape != Shape.MINIMIZE or set(columns) <= compared:
+        return delta
+    by_id = Window.partitionBy(F.col(DELTA_ROW_ID))
+    values = F.struct(*[F.col(quote_column(c)) for c in columns if c in compared]) if compared else F.lit(0)
+    unchanged = ((F.count(F.lit(1)).over(by_id) == 2)
+                 & (F.min(DELTA_ACTION).over(by_id) != F.max(DELTA_ACTION).over(by_id))
+                 & F.min(values).over(by_id).eqNullSafe(F.max(values).over(by_id)))
+    return delta.withColumn("__unchanged", unchanged).where(~F.col("__unchanged")).drop("__unchanged")
 
 
 def _rows_read(spark: Any, plan: ChangePlan) -> int:

@@ -54,6 +54,7 @@ class IntervalSources:
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
         self._views: dict[tuple[str, object], str] = {}
         self._logs: dict[str, DeltaLog] = {}
+        self._read: dict[str, frozenset[str]] = {}  # per table, the columns the plan reads (its change reads compare)
         self.pruning: list[dict[str, Any]] = []  # snapshot reads narrowed by keys (files: 0 of 0 = Delta's scan)
 
     def _view(self, table: str, kind: object, build: Callable[[], Any]) -> str:
@@ -124,6 +125,7 @@ class IntervalSources:
     def changes_query(self, derivative: diff.Derivative) -> Any:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
         keys of the change reads (one probe job when some term is worth it)."""
+        self._read = diff.columns_read(derivative.source)
         small = self.small_change()
         share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
@@ -176,7 +178,10 @@ class IntervalSources:
 
 
     def changes(self, table: str) -> str:
-        return self._view(table, "changes", lambda: redundant_delta(self.spark, self.intervals[table], read_once=True))
+        """The table's redundant delta; an update of columns the plan does not read is no change to it."""
+        compared = self._read.get(table)
+        return self._view(table, ("changes", compared), lambda: redundant_delta(
+            self.spark, self.intervals[table], read_once=True, compared=compared))
 
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:

@@ -13,6 +13,7 @@ import pytest
 from changes_helpers import assert_same_rows
 from dtables.changes import Bound, plan_changes, read_changes, resolve_interval, snapshot
 from dtables.changes.reader import execute_plan
+from conftest import TRACKED
 
 MUTATIONS = [  # Listing 2, one commit each (versions 2..5; version 1 is Listing 1's insert)
     "INSERT INTO {t} VALUES (3, 'Walter'), (4, 'Maud'), (5, 'Uli')",
@@ -283,3 +284,36 @@ def test_a_delete_of_whole_partitions_reads_the_files_it_removed(spark: Any, mak
     for interval, expected in ((both, [(2, "a", "DELETE"), (3, "b", "DELETE")]), (only_rows, [(2, "a", "DELETE")])):
         got = sorted(tuple(r) for r in redundant_delta(spark, interval).select("id", "grp", "__action").collect())
         assert got == expected  # partition values of change data rows come from the log
+
+
+@pytest.mark.parametrize("vectors", ["false", "true"])
+def test_redundant_delta_drops_updates_of_columns_not_compared(spark: Any, make_table: Any, run: Any,
+                                                                vectors: str) -> None:
+    """A reader that uses only some columns (``compared``) sees no change where an UPDATE rewrote only others:
+    both halves of such a row go; a row whose compared columns changed, was inserted or deleted stays whole."""
+    from dtables.changes.reader import redundant_delta
+
+    table = make_table("id INT, v INT, note STRING",
+                       TRACKED.replace("enableDeletionVectors = false", f"enableDeletionVectors = {vectors}"))
+    run(table, "INSERT INTO {t} VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c'), (4, NULL, NULL)",
+        "UPDATE {t} SET note = 'a2' WHERE id = 1",                   # only a column the reader ignores
+        "UPDATE {t} SET v = 21 WHERE id = 2",                        # a compared column
+        "UPDATE {t} SET note = 'x' WHERE id = 3", "UPDATE {t} SET note = 'c' WHERE id = 3",  # and back
+        "UPDATE {t} SET note = 'n' WHERE id = 4",                    # NULLs compare equal
+        "DELETE FROM {t} WHERE id = 1", "INSERT INTO {t} VALUES (5, 50, 'e')")
+
+    def rows(start: int, end: int, compared: frozenset[str] | None) -> list[tuple]:
+        interval = resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
+        df = redundant_delta(spark, interval, compared=compared)
+        return sorted((tuple(r) for r in df.select("id", "v", "note", "__action").collect()), key=repr)
+
+    ids = frozenset({"id", "v"})
+    assert rows(1, 6, ids) == [(2, 20, "b", "DELETE"), (2, 21, "b", "INSERT")]
+    assert rows(1, 6, frozenset()) == []  # a reader of no column (count(*)): updates are no change
+    every = sorted([(1, 10, "a", "DELETE"), (1, 10, "a2", "INSERT"), (2, 20, "b", "DELETE"), (2, 21, "b", "INSERT"),
+                    (3, 30, "c", "DELETE"), (3, 30, "c", "INSERT"), (4, None, None, "DELETE"),
+                    (4, None, "n", "INSERT")], key=repr)
+    assert rows(1, 6, None) == every and rows(1, 6, frozenset({"id", "v", "note"})) == every
+    # with deletes and inserts of whole rows in the interval: those stay, whatever is compared
+    assert rows(1, 8, ids) == [(1, 10, "a", "DELETE"), (2, 20, "b", "DELETE"), (2, 21, "b", "INSERT"),
+                               (5, 50, "e", "INSERT")]
