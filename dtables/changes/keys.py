@@ -146,6 +146,52 @@ def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], 
     return found
 
 
+def _spans(spans: list[tuple[Any, Any, str, str]], limit: int) -> tuple[tuple[str, str], ...]:
+    """Inclusive (low, high) spans as at most `limit` ranges: overlapping ones merged, then the closest merged."""
+    merged: list[list[Any]] = []
+    for lo, hi, lo_text, hi_text in sorted(spans, key=lambda s: s[0]):
+        if merged and lo <= merged[-1][1]:
+            if hi > merged[-1][1]:
+                merged[-1][1], merged[-1][3] = hi, hi_text
+        else:
+            merged.append([lo, hi, lo_text, hi_text])
+    while len(merged) > limit:
+        i = min(range(1, len(merged)), key=lambda j: _gap(merged[j - 1][1], merged[j][0]))
+        merged[i - 1][1], merged[i - 1][3] = merged[i][1], merged[i][3]
+        del merged[i]
+    return tuple((m[2], m[3]) for m in merged)
+
+
+def stats_filter(probe: KeyProbe, files: Mapping[str, Sequence[FileAction]]) -> KeyFilter | None:
+    """The keys of a probe whose change reads are inserts only, bounded by the statistics of the files that hold
+    them (`files`: per base table, the data files its interval appended), without reading them: a range per file,
+    merged. None where that cannot be told: a type without an order, a file without statistics for the column.
+    The caller checks that no key of the probe can be proved absent (`KeyProbe.absent`: that needs the keys)."""
+    order = _order(probe.type)
+    if order is None:
+        return None
+    spans: list[tuple[Any, Any, str, str]] = []
+    nulls = False
+    for table, column in probe.reads:
+        for f in files[table]:
+            if not f.stats:
+                return None
+            stats = json.loads(f.stats, parse_float=Decimal)
+            low, high = (stats.get("minValues") or {}).get(column), (stats.get("maxValues") or {}).get(column)
+            null_count = (stats.get("nullCount") or {}).get(column)
+            if null_count is None:
+                return None
+            nulls = nulls or null_count > 0
+            if low is None or high is None:
+                if null_count < (f.num_records or 0):  # values the statistics do not bound
+                    return None
+                continue
+            spans.append((order(low), order(high), str(low), str(high)))
+    if not spans:
+        return KeyFilter("", probe.type, values=(), nulls=nulls)
+    return KeyFilter("", probe.type, ranges=_spans(spans, MAX_RANGES), nulls=nulls)
+
+
 def file_filter(keys: Sequence[KeyFilter], types: Mapping[str, str]) -> Callable[[FileAction], bool]:
     """Whether a data file may hold a row passing every filter, by its statistics (min/max per column). Files
     without statistics for a column, and columns of types whose statistics we do not compare, are kept."""

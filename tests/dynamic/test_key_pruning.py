@@ -52,6 +52,30 @@ def test_files_are_skipped_by_their_statistics_only_when_no_key_can_be_in_them()
     assert text(_file("a", "b"))  # statistics of strings are truncated: never used to skip
 
 
+def test_keys_of_appended_files_are_bounded_by_their_statistics() -> None:
+    """Inserts only: the files the interval appended bound the keys, no probe job; merged where they overlap."""
+    probe = KeyProbe((("default.o", "k"),), "bigint")
+
+    def added(low: Any, high: Any, nulls: int = 0, rows: int = 5) -> FileAction:
+        stats = {"numRecords": rows, "nullCount": {"k": nulls}, "minValues": {}, "maxValues": {}}
+        if low is not None:
+            stats["minValues"], stats["maxValues"] = {"k": low}, {"k": high}
+        return FileAction("add", "f.parquet", True, 0, 0, (), False, rows, json.dumps(stats))
+
+    got = keys.stats_filter(probe, {"default.o": [added(10, 20), added(15, 30), added(100, 100)]})
+    assert got == KeyFilter("", "bigint", ranges=(("10", "30"), ("100", "100")))
+    with_nulls = keys.stats_filter(probe, {"default.o": [added(10, 20, nulls=2), added(None, None, 5)]})
+    assert with_nulls == KeyFilter("", "bigint", ranges=(("10", "20"),), nulls=True)
+    assert keys.stats_filter(probe, {"default.o": []}) == KeyFilter("", "bigint", values=())
+    many = keys.stats_filter(probe, {"default.o": [added(i * 10, i * 10 + 1) for i in range(100)]})
+    assert many is not None and len(many.ranges) == keys.MAX_RANGES and many.ranges[0][0] == "0"
+    assert many.ranges[-1][1] == "991"
+    # what the statistics cannot bound is probed
+    assert keys.stats_filter(probe, {"default.o": [FileAction("add", "f", True, 0, 0, (), False, 1, None)]}) is None
+    assert keys.stats_filter(probe, {"default.o": [added(None, None, nulls=1, rows=5)]}) is None
+    assert keys.stats_filter(KeyProbe((("default.o", "k"),), "string"), {"default.o": [added("a", "b")]}) is None
+
+
 @pytest.fixture
 def shop(dt: Any) -> Any:
     """Orders and lines in four files each, with disjoint key ranges (as data loaded in key order is)."""
