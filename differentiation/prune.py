@@ -66,7 +66,16 @@ def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | N
         return None if source is None else _reads_of(node.child, source)
     if isinstance(node, Join):
         side = node.left if column in node.left.columns() else node.right
-        return _reads_of(side, column) if side.is_delta else None
+        if side.is_delta:
+            return _reads_of(side, column)
+        # an inner join's row holds, in a state side's column, the value of the change side's column it equals
+        other = node.right if side is node.left else node.left
+        if node.kind == "inner" and other.is_delta:
+            for a, b in equalities(node.condition.expr if node.condition is not None else None):
+                partner = b if a == column else a if b == column else None
+                if partner is not None and partner in other.columns():
+                    return _reads_of(other, partner)
+        return None
     if isinstance(node, (Sum, UnionAll)):
         inputs = node.terms if isinstance(node, Sum) else node.inputs
         position = node.columns().index(column)
@@ -281,17 +290,10 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], constraints: C
     return rewrite(plan)
 
 
-def _scanned(node: Node) -> Node:
-    """The node under the filters and projections of `node`."""
-    while isinstance(node, (Filter, Project)):
-        node = node.child
-    return node
-
-
 def restrict_terms(plan: Node) -> Node:
-    """`plan` (pushed) with the state side of every join term ΔQ ⋈ R (inner, semi, anti; R one snapshot, filtered
-    or projected) whose key comes straight from change reads restricted to the keys those reads hold
-    (`R ⋉k πk(reads)`).
+    """`plan` (pushed) with the state side of every join term ΔQ ⋈ R (inner, semi, anti; R one snapshot, filtered,
+    projected, joined with others or grouped by the key, as a key restriction commutes with) whose key comes
+    straight from change reads restricted to the keys those reads hold (`R ⋉k πk(reads)`).
 
     A superset of ΔQ's keys (it ignores filters on the way), so every row of R that can match stays. Meant for
     broadcast key sets (`compile_plan(..., broadcast_keys=True)`): R is then filtered as it is scanned, where Spark,
@@ -303,7 +305,7 @@ def restrict_terms(plan: Node) -> Node:
             return node
         for delta, state, a, b in _term_keys(node):
             reads = _reads_of(delta, a)
-            if not reads or _leaf_of(state, b) is None or not isinstance(_scanned(state), Snapshot):
+            if not reads or _leaf_of(state, b) is None:
                 continue
             keys = KeySet(tuple(r for r, _ in reads), tuple((Scalar(col(c)),) for _, c in reads))
             restricted = push_restrictions(Restrict(state, ((Scalar(col(b)),),), keys))

@@ -1,4 +1,5 @@
-"""Key restrictions pushed to the leaves: `(Q ⋈k R) ⋉k K` becomes `(Q ⋉k K) ⋈k (R ⋉k K)`.
+"""Key restrictions pushed to the leaves: `(Q ⋈k R) ⋉k K` becomes `(Q ⋉k K) ⋈k (R ⋉k K)`, and `γk(Q) ⋉k K`
+becomes `γk(Q ⋉k K)` (a group is kept or dropped whole).
 
 The rules restrict a state to the keys a change touched (`state ⋉k K`: the groups of an aggregate, the keys of an
 outer join, the partitions of a window). Left on top of a join, the restriction runs after the whole join has been
@@ -20,7 +21,7 @@ from sqlglot import exp
 
 from differentiation.constraints import passed_through
 from differentiation.delta_nodes import Restrict
-from differentiation.plan import Filter, Join, Node, Project, Scalar
+from differentiation.plan import Aggregate, Filter, Join, Node, Project, Scalar
 from differentiation.rewrite import map_children
 from differentiation.sql import col
 from differentiation.support import equi_keys
@@ -77,6 +78,16 @@ def _push(node: Restrict) -> Node:
         return child.copy(child=_push(Restrict(child.child, (mapped,), node.keys)))
     if isinstance(child, Join):
         return _into_join(node, child)
+    if isinstance(child, Aggregate):  # keys that are group keys keep or drop whole groups: restrict the input
+        groups = dict(child.keys)
+        inputs: list[str] = []
+        for name in map(_column, keys):
+            group = groups.get(name) if name is not None else None
+            source = _column(group) if group is not None else None
+            if source is None:
+                return node
+            inputs.append(source)
+        return child.copy(child=_push(Restrict(child.child, (tuple(Scalar(col(c)) for c in inputs),), node.keys)))
     return node
 
 
