@@ -189,7 +189,8 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     state, whose change set is computed from the stored groups). ``by_row_id``: lay an overwrite's files out by row
     id (tables refreshed incrementally; layout.py). A MERGE adds what it may touch to ``sources.pruning``. Returns
     the rows the change set inserted, deleted and updated where Delta's commit metrics cannot tell (a REWRITE
-    replaces every row); else None."""
+    replaces every row), ``NOTHING_WRITTEN`` where a REWRITE's or MERGE's change set was empty (no commit is made:
+    the table is as the change would leave it); else None."""
     if action.write == Write.OVERWRITE:
         if action.plan is not None:
             body = snapshot_query(action.plan, sources, "end")
@@ -221,10 +222,17 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
-        return rewrite(clone, location, state_version, _sql(clone, source), targets)
+        # Computed once, then written from memory; an empty change set (a change that moved no row of the table,
+        # such as an update of columns a group's sums do not change) is no commit at all.
+        changed = _sql(clone, source).localCheckpoint(eager=True)
+        if changed.isEmpty():
+            return NOTHING_WRITTEN
+        return rewrite(clone, location, state_version, changed, targets)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
     merged = _sql(clone, source).persist()
     try:
+        if merged.isEmpty():
+            return NOTHING_WRITTEN
         enabled = str(sources.settings.conf.get(layout.MERGE_PRUNING, "true")).lower() != "false"
         target_filter, pruning = layout.merge_pruning(clone, location, merged, "__dt_rid", enabled)
         sources.pruning.append({"table": name, **pruning})
@@ -266,6 +274,10 @@ class RowCounts:
     inserted: int
     deleted: int
     updated: int
+    committed: bool = True  # False: the change set was empty and nothing was written (no commit)
+
+
+NOTHING_WRITTEN = RowCounts(0, 0, 0, committed=False)
 
 
 def rewrite(clone: Any, location: str, version: int, source: Any, targets: Sequence[Column]) -> RowCounts | None:

@@ -37,7 +37,7 @@ from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
-from dtables.dynamic.vocabulary import Action
+from dtables.dynamic.vocabulary import Action, Write
 from dtables.sql.dynamic_syntax import RefreshMode
 from dtables.spark.sessions import own_session
 from dtables.dynamic.sources import RefreshSources
@@ -315,6 +315,16 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
                    by_row_id=d.refresh_mode_chosen != RefreshMode.FULL, name=name)
     if refresh_sources.pruning:
         history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
+    if counts is not None and not counts.committed:
+        # The change moved no row: the table already holds the query's result at `at`. Recorded as NO_DATA is:
+        # the data timestamp and frontier move, the Delta version and refresh sequence stay.
+        defs.record_refreshed(store, name, data_timestamp=at, data_version=d.data_version or 0,
+                              frontier=dict(action.frontier_after), refresh_seq=d.refresh_seq,
+                              initialized_hash=d.initialized_hash, source_identities=identities)
+        history.update(store, rid, state=RefreshState.SUCCEEDED, target_version=d.data_version, rows_inserted=0,
+                       rows_deleted=0, rows_updated=0, sequence=None, write_kind=Write.NONE,
+                       reason=f"{action.reason}; the change set was empty: nothing written")
+        return
     _fault("after_write")
     commit = committed_refresh(session.spark, location, min_sequence=seq)
     if commit is None:

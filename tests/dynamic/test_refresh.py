@@ -284,3 +284,35 @@ def test_a_source_with_deletion_vectors_refreshes_incrementally(dt: Any) -> None
     [rec] = dt.refresh("per_k")
     assert rec.action == "INCREMENTAL"
     check(dt, "per_k")
+
+
+@pytest.mark.parametrize("write", ["REWRITE", "MERGE"])
+def test_a_change_that_moves_no_row_writes_no_commit(dt: Any, write: str) -> None:
+    """A new row below its group's maximum changes no row of the table: the refresh is INCREMENTAL and writes
+    nothing (no Delta commit, the refresh sequence stays), and the next change is written as usual."""
+    dt.sql("CREATE TABLE t (k INT, v INT)")
+    dt.sql("INSERT INTO t VALUES (1, 5), (2, 7)")
+    dt.sql("CREATE DYNAMIC TABLE tops TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
+           "SELECT k, max(v) AS m, count(*) AS n FROM t WHERE v > 0 GROUP BY k")
+    location = dt.catalog.lookup("tops")["location"]
+
+    def latest_version() -> int:
+        return dt.spark.sql(f"DESCRIBE HISTORY delta.`{location}` LIMIT 1").first()["version"]
+
+    if write == "MERGE":
+        dt.spark.conf.set("spark.dtables.refresh.rewriteMaxBytes", "0")
+    try:
+        before, version = latest_record(dt, "tops"), latest_version()
+        dt.sql("INSERT INTO t VALUES (1, -3), (2, NULL)")  # filtered out: the change set is empty
+        [rec] = dt.refresh("tops")
+        assert (rec.action, rec.state, rec.write_kind) == ("INCREMENTAL", "SUCCEEDED", "NONE"), rec.error
+        assert "nothing written" in rec.reason and rec.target_version == before.target_version
+        assert latest_version() == version and rec.data_timestamp > before.data_timestamp
+        assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
+        dt.sql("INSERT INTO t VALUES (1, 9)")
+        [rec] = dt.refresh("tops")
+        assert (rec.action, rec.write_kind, rec.rows_updated) == ("INCREMENTAL", write, 1)
+        assert latest_version() == version + 1
+        assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
+    finally:
+        dt.spark.conf.unset("spark.dtables.refresh.rewriteMaxBytes")
