@@ -32,6 +32,7 @@ from differentiation.plan import (
     Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, Scan, UnionAll, Window,
 )
 from differentiation.restrict import push_restrictions
+from differentiation.rules.aggregate_algebraic import AggregateChange
 from differentiation.rewrite import map_children
 from differentiation.sql import col
 
@@ -76,6 +77,9 @@ def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | N
                 if partner is not None and partner in other.columns():
                     return _reads_of(other, partner)
         return None
+    if isinstance(node, AggregateChange):  # its groups are those of its input change with rows in them
+        key = dict(node.agg.keys).get(column)
+        return _reads_of(node.delta, key.expr.name) if key is not None and isinstance(key.expr, exp.Column) else None
     if isinstance(node, (Sum, UnionAll)):
         inputs = node.terms if isinstance(node, Sum) else node.inputs
         position = node.columns().index(column)
