@@ -222,25 +222,32 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
-        # Computed once, then written from memory; an empty change set (a change that moved no row of the table,
-        # such as an update of columns a group's sums do not change) is no commit at all.
-        changed = _sql(clone, source).localCheckpoint(eager=True)
-        if changed.isEmpty():
+        changed = _computed_once(_sql(clone, source))
+        if changed is None:
             return NOTHING_WRITTEN
         return rewrite(clone, location, state_version, changed, targets)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
-    merged = _sql(clone, source).persist()
-    try:
-        if merged.isEmpty():
-            return NOTHING_WRITTEN
-        enabled = str(sources.settings.conf.get(layout.MERGE_PRUNING, "true")).lower() != "false"
-        target_filter, pruning = layout.merge_pruning(clone, location, merged, "__dt_rid", enabled)
-        sources.pruning.append({"table": name, **pruning})
-        merged.createOrReplaceTempView(MERGE_SOURCE_VIEW)
-        _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets, target_filter))
-    finally:
-        merged.unpersist()
+    merged = _computed_once(_sql(clone, source))
+    if merged is None:
+        return NOTHING_WRITTEN
+    enabled = str(sources.settings.conf.get(layout.MERGE_PRUNING, "true")).lower() != "false"
+    target_filter, pruning = layout.merge_pruning(clone, location, merged, "__dt_rid", enabled)
+    sources.pruning.append({"table": name, **pruning})
+    merged.createOrReplaceTempView(MERGE_SOURCE_VIEW)
+    _sql(clone, merge_statement(location, MERGE_SOURCE_VIEW, targets, target_filter))
     return None
+
+
+def _computed_once(changes: Any) -> Any:
+    """The change set computed in one job and kept (a local checkpoint), which the write then reads; None when it
+    is empty (a change that moved no row of the table, such as an update of columns its groups' sums do not read),
+    counted in the same job."""
+    observation = Observation(f"dtables_changes_{uuid.uuid4().hex}")
+    kept = changes.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
+    counted = _observed(observation)
+    if counted is not None and int(counted.get("rows") or 0) == 0:
+        return None
+    return kept
 
 
 def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool) -> exp.Select:
