@@ -38,6 +38,7 @@ MAX_PLANS = 64  # snapshot plans kept per process (they hold no rows)
 
 _lock = threading.Lock()
 _kept: OrderedDict[tuple[Hashable, ...], str] = OrderedDict()
+_values: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
 _names = itertools.count()
 
 
@@ -72,6 +73,23 @@ def plan_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFra
     full_key = ("plan", _application(spark), *key)
     kept = _lookup(spark, full_key)
     return kept if kept is not None else _keep(spark, full_key, build())
+
+
+def value_once(spark: Any, key: tuple[Hashable, ...], compute: Callable[[], Any]) -> Any:
+    """``compute()``, or the value computed earlier in this application under ``key``: for small facts about fixed
+    versions (``moved.moved_columns``), which never change once known (``MAX_PLANS`` kept, least recently used
+    first out)."""
+    full_key = ("value", _application(spark), *key)
+    with _lock:
+        if full_key in _values:
+            _values.move_to_end(full_key)
+            return _values[full_key]
+    value = compute()
+    with _lock:
+        _values[full_key] = value
+        while len(_values) > MAX_PLANS:
+            _values.popitem(last=False)
+    return value
 
 
 def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:

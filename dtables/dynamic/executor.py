@@ -6,7 +6,8 @@ shared data timestamp ``T``. Per table, under an exclusive lock:
 1. *reconcile*: if the table's log holds a refresh commit newer than the store knows (a crash after the write),
    adopt its frontier and mark its history record SUCCEEDED; stale EXECUTING records become CANCELLED;
 2. *resolve* every source at ``T`` (base tables from their logs, upstream dynamic tables from their refresh to
-   ``T``) and read the kinds of changes since the old frontier from the logs (no Spark job);
+   ``T``) and read the kinds of changes since the old frontier from the logs (no Spark job); a source whose
+   UPDATEs moved no column the query reads counts as unchanged (``unread``: one shared job per interval);
 3. *decide* (``plan.decide``): NO_DATA, INCREMENTAL (append or MERGE), FULL or REINITIALIZE;
 4. *write* in one idempotent commit carrying the new frontier (``apply``), then record it in the store.
 
@@ -17,6 +18,7 @@ can kill a refresh where it hurts.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -37,6 +39,7 @@ from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
+from dtables.dynamic.unread import drop_unread_updates
 from dtables.dynamic.vocabulary import Action, Write
 from dtables.sql.dynamic_syntax import RefreshMode
 from dtables.spark.sessions import own_session
@@ -271,8 +274,13 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     store, name = session.store, d.name
     sources = {s: resolve_source(session, name, s, at) for s in d.sources}
     stored_columns, target_bytes = _stored(session, d)
-    action = decide(d, sources, _stats(session, d, sources), at, stored_columns, target_bytes,
+    stats = _stats(session, d, sources)
+    unread = drop_unread_updates(session.spark, d, sources, stats)
+    action = decide(d, sources, stats, at, stored_columns, target_bytes,
                     _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)))
+    if unread:
+        action = dataclasses.replace(action, reason=f"{action.reason}; {', '.join(sorted(unread))}: updated only "
+                                                    "columns the query does not read")
     # AUTO's cost model may turn an INCREMENTAL into a FULL (dynamic/cost.py); every refresh records its sizes
     action, measured = measure.with_cost_model(session.spark, store, d, sources, action, target_bytes,
                                                _location(session, name))

@@ -102,3 +102,54 @@ def test_change_read_of_a_refresh_leaves_out_updates_of_unread_columns(dt: Any) 
 @given(script=rounds)
 def test_random_updates_of_read_and_unread_columns_match_recompute(connect: Any, script: list) -> None:
     check(connect, script)
+
+
+def test_a_source_that_updated_only_unread_columns_is_planned_unchanged(dt: Any) -> None:
+    """Known before planning (`dtables.changes.moved`): a refresh whose sources moved no column it reads is NO_DATA
+    (FULL tables too), and a join plans only the source whose read columns moved."""
+    dt.sql("CREATE TABLE a (k INT, v INT, note STRING)")
+    dt.sql("CREATE TABLE b (k INT, w INT, note STRING)")
+    dt.sql("INSERT INTO a VALUES (1, 2, NULL), (2, 3, NULL), (2, 3, NULL)")
+    dt.sql("INSERT INTO b VALUES (1, 5, NULL), (2, 6, 'r')")
+    for name in ("g", "j", "x"):
+        dt.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS {TABLES[name]}")
+    dt.sql(f"CREATE DYNAMIC TABLE gf TARGET_LAG = '1 minute' REFRESH_MODE = FULL AS {TABLES['g']}")
+    dt.sql("UPDATE a SET note = 'x' WHERE k = 2")
+    dt.sql("UPDATE b SET w = w + 1, note = 'y' WHERE k = 1")
+    records = {r.name.split(".")[-1]: r for r in dt.refresh(["g", "gf", "j", "x"])}
+    for name in ("g", "gf"):
+        assert records[name].action == "NO_DATA", (name, records[name].reason)
+        assert "default.a: updated only columns the query does not read" in records[name].reason
+    assert records["j"].action == "INCREMENTAL", records["j"].reason
+    assert "default.b (" in records["j"].reason and "default.a (" not in records["j"].reason, records["j"].reason
+    assert records["x"].action == "INCREMENTAL" and "does not read" not in records["x"].reason
+    for name in ("g", "gf", "j", "x"):
+        assert_same_rows(table_rows(dt, name), oracle_rows(dt, name))
+
+
+def test_moved_columns_compare_each_updated_row_at_both_ends(dt: Any) -> None:
+    from dtables.changes import resolve_interval
+    from dtables.changes.interval import Bound
+    from dtables.changes.moved import moved_columns
+
+    dt.sql("CREATE TABLE m (k INT, v INT, note STRING, tags MAP<STRING, INT>)")
+    dt.sql("INSERT INTO m VALUES (1, NULL, 'a', map('x', 1)), (2, 2, NULL, NULL), (2, 2, NULL, NULL)")
+
+    def moved(statements: list[str]) -> Any:
+        start = dt.spark.sql("DESCRIBE HISTORY m").agg({"version": "max"}).collect()[0][0]
+        for s in statements:
+            dt.sql(s)
+        interval = resolve_interval(dt.spark, "m", at=Bound.version(start))
+        return moved_columns(dt.spark, interval, f"m-{start}")
+
+    # Spark cannot compare maps: the map column of an updated row counts as moved
+    same = moved(["UPDATE m SET v = v, note = note WHERE k = 2"])
+    assert (same.rows, same.columns) == (False, frozenset({"tags"}))
+    assert not same.touch({"k", "v", "note"}) and same.touch({"tags"})
+    nulls = moved(["UPDATE m SET v = 7 WHERE k = 1", "UPDATE m SET note = NULL WHERE k = 1"])
+    assert (nulls.rows, nulls.columns) == (False, frozenset({"v", "note", "tags"}))
+    assert nulls.touch({"v"}) and not nulls.touch({"k"})
+    back = moved(["UPDATE m SET v = 8 WHERE k = 2", "UPDATE m SET v = 2 WHERE k = 2"])  # moved, then moved back
+    assert (back.rows, back.columns) == (False, frozenset({"tags"}))
+    outright = moved(["DELETE FROM m WHERE k = 1", "INSERT INTO m VALUES (3, 3, 'c', NULL)"])
+    assert outright.rows and outright.touch(set())

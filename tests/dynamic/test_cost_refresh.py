@@ -19,7 +19,7 @@ QUERIES = {
     "joined": "SELECT i.k, i.v, r.name FROM items i JOIN grps r ON i.g = r.g",  # row ids of duplicates
     "picked": "SELECT g, max(v) AS top FROM items GROUP BY g",  # groups recomputed
     "inc_only": "SELECT k, v FROM items WHERE v > 3",
-    "full_only": "SELECT k, g FROM items",
+    "full_only": "SELECT k, g FROM items WHERE v IS NOT NULL",  # reads v, so the UPDATE of v below changes it
 }
 MODES = {"inc_only": "INCREMENTAL", "full_only": "FULL"}
 

@@ -1,0 +1,86 @@
+"""Which columns an interval's updates moved: an UPDATE of columns a query does not read is no change to it.
+
+A change read that compares only the columns its reader uses (``reader.redundant_delta``'s ``compared``) already
+leaves such updates out, but only once it runs: the reader's plan was made from the log, which says "rows removed
+and added", so every join term over that table's change is still built, read and joined, to come out empty (TPC-H's
+update batch of prices and statuses: Q18 and Q21 read lineitem's quantities and dates, not its prices, and spent
+10-13 s on terms of an empty lineitem change). Knowing before planning which columns moved lets the refresh treat
+the table as unchanged (``dynamic.executor``): its terms are never built, and a refresh none of whose sources moved
+a column it reads is NO_DATA.
+
+The answer depends only on the interval's two versions, so it is computed once per Spark application, in one job
+over the interval's change rows (the read a refresh would make anyway; a read that picks rows by deletion vector is
+the shared, kept one), and every dynamic table over the same interval looks it up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
+from dtables.changes.interval import Interval
+from dtables.changes.reader import redundant_delta
+from dtables.changes.shared_reads import value_once
+
+_WHOLE = "__dtables_whole_rows"
+
+
+@dataclass(frozen=True)
+class MovedColumns:
+    """What an interval that both removed and added rows changed, per row id: ``rows`` when some row was inserted
+    or deleted outright (an id with no DELETE/INSERT pair); ``columns``, those in which some updated row holds
+    another value at the end than at the start."""
+
+    rows: bool
+    columns: frozenset[str]
+
+    def touch(self, read: Collection[str]) -> bool:
+        """Whether a reader of only the columns ``read`` sees a change."""
+        return self.rows or not self.columns.isdisjoint(read)
+
+
+def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns:
+    """The columns ``interval`` moved (one Spark job, once per application for the interval; ``identity`` names
+    the table's incarnation, e.g. its Delta id, so a table re-created at the same location is not confused)."""
+    key = ("moved_columns", interval.location or interval.table, identity, interval.start_version,
+           interval.end_version)
+    return value_once(spark, key, lambda: _read(spark, interval))
+
+
+def _read(spark: Any, interval: Interval) -> MovedColumns:
+    delta = redundant_delta(spark, interval, read_once=True)
+    fields = [f for f in delta.schema.fields if f.name not in (ACTION, ROW_ID)]
+    action = F.col(ACTION)
+    start, end = (F.min_by(F.col(f"`{f.name}`"), action) for f in fields), (
+        F.max_by(F.col(f"`{f.name}`"), action) for f in fields)
+    per_id = delta.groupBy(ROW_ID).agg(
+        ((F.count(F.lit(1)) != 2) | (F.min(action) != F.lit(DELETE)) | (F.max(action) != F.lit(INSERT))
+         | F.col(ROW_ID).isNull()).alias(_WHOLE),
+        *[_differs(f, a, b).alias(f"c{i}") for i, (f, a, b) in enumerate(zip(fields, start, end, strict=True))])
+    row = per_id.agg(F.bool_or(_WHOLE).alias(_WHOLE),
+                     *[F.bool_or(f"c{i}").alias(f"c{i}") for i in range(len(fields))]).collect()[0]
+    return MovedColumns(rows=bool(row[_WHOLE]),
+                        columns=frozenset(f.name for i, f in enumerate(fields) if row[f"c{i}"]))
+
+
+def _differs(field: T.StructField, start: Any, end: Any) -> Any:
+    """Whether the row's value of ``field`` at the start differs from that at the end (NULL-safe). Spark cannot
+    compare maps: a map column of an updated row counts as moved."""
+    if _has_map(field.dataType):
+        return F.lit(True)
+    return ~start.eqNullSafe(end)
+
+
+def _has_map(t: T.DataType) -> bool:
+    if isinstance(t, T.MapType):
+        return True
+    if isinstance(t, T.ArrayType):
+        return _has_map(t.elementType)
+    if isinstance(t, T.StructType):
+        return any(_has_map(f.dataType) for f in t.fields)
+    return False
