@@ -26,6 +26,7 @@ from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.changes.interval import Interval
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import value_once
+from dtables.spark.sessions import own_session
 
 _WHOLE = "__dtables_whole_rows"
 
@@ -53,7 +54,14 @@ def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns
 
 
 def _read(spark: Any, interval: Interval) -> MovedColumns:
-    delta = redundant_delta(spark, interval, read_once=True)
+    # Without adaptive execution: one job, not one per shuffle stage (as incremental refreshes run, see
+    # dynamic.executor), on a session of its own so the caller's settings stay as they are.
+    with own_session(spark) as clone:
+        clone.conf.set("spark.sql.adaptive.enabled", "false")
+        return _moved(redundant_delta(clone, interval, read_once=True))
+
+
+def _moved(delta: Any) -> MovedColumns:
     fields = [f for f in delta.schema.fields if f.name not in (ACTION, ROW_ID)]
     action = F.col(ACTION)
     start, end = (F.min_by(F.col(f"`{f.name}`"), action) for f in fields), (
