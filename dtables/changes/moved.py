@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
+from dtables.catalog import quote_column
 from dtables.changes.interval import Interval
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import value_once
@@ -41,8 +42,9 @@ class MovedColumns:
     columns: frozenset[str]
 
     def touch(self, read: Collection[str]) -> bool:
-        """Whether a reader of only the columns ``read`` sees a change."""
-        return self.rows or not self.columns.isdisjoint(read)
+        """Whether a reader of only the columns ``read`` sees a change (names compared as Spark resolves them,
+        without regard to case)."""
+        return self.rows or not {c.lower() for c in self.columns}.isdisjoint(c.lower() for c in read)
 
 
 def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns:
@@ -64,8 +66,8 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
 def _moved(delta: Any) -> MovedColumns:
     fields = [f for f in delta.schema.fields if f.name not in (ACTION, ROW_ID)]
     action = F.col(ACTION)
-    start, end = (F.min_by(F.col(f"`{f.name}`"), action) for f in fields), (
-        F.max_by(F.col(f"`{f.name}`"), action) for f in fields)
+    start, end = (F.min_by(F.col(quote_column(f.name)), action) for f in fields), (
+        F.max_by(F.col(quote_column(f.name)), action) for f in fields)
     per_id = delta.groupBy(ROW_ID).agg(
         ((F.count(F.lit(1)) != 2) | (F.min(action) != F.lit(DELETE)) | (F.max(action) != F.lit(INSERT))
          | F.col(ROW_ID).isNull()).alias(_WHOLE),

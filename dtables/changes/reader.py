@@ -257,10 +257,12 @@ def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[s
     some column is not compared (an update of every column read is a change), in one pass over the change rows:
     a window per row id, no join."""
     columns = [f.name for f in table_schema(plan.metadata).fields]
-    if compared is None or plan.shape != Shape.MINIMIZE or set(columns) <= compared:
+    read = {c.lower() for c in compared} if compared is not None else set()  # Spark resolves names without case
+    if compared is None or plan.shape != Shape.MINIMIZE or {c.lower() for c in columns} <= read:
         return delta
     by_id = Window.partitionBy(F.col(DELTA_ROW_ID))
-    values = F.struct(*[F.col(quote_column(c)) for c in columns if c in compared]) if compared else F.lit(0)
+    kept = [F.col(quote_column(c)) for c in columns if c.lower() in read]
+    values = F.struct(*kept) if kept else F.lit(0)
     unchanged = ((F.count(F.lit(1)).over(by_id) == 2)
                  & (F.min(DELTA_ACTION).over(by_id) != F.max(DELTA_ACTION).over(by_id))
                  & F.min(values).over(by_id).eqNullSafe(F.max(values).over(by_id)))

@@ -41,7 +41,7 @@ def drop_unread_updates(spark: Any, definition: Definition, sources: Mapping[str
     for name in candidates:
         src = sources[name]
         compared = read.get(name)
-        if compared is None or {c for c, _ in src.schema} <= compared:
+        if compared is None or {c.lower() for c, _ in src.schema} <= {c.lower() for c in compared}:
             continue
         interval = Interval(name, definition.frontier[name], src.version, src.location)
         if not moved_columns(spark, interval, src.identity).touch(compared):

@@ -153,3 +153,13 @@ def test_moved_columns_compare_each_updated_row_at_both_ends(dt: Any) -> None:
     assert (back.rows, back.columns) == (False, frozenset({"tags"}))
     outright = moved(["DELETE FROM m WHERE k = 1", "INSERT INTO m VALUES (3, 3, 'c', NULL)"])
     assert outright.rows and outright.touch(set())
+
+
+
+def test_moved_columns_match_read_columns_whatever_their_case() -> None:
+    """Spark resolves names without regard to case (spark.sql.caseSensitive is false): a reader of `amount` sees
+    a move of the table's `Amount`."""
+    from dtables.changes.moved import MovedColumns
+
+    moved = MovedColumns(rows=False, columns=frozenset({"Amount"}))
+    assert moved.touch({"amount"}) and moved.touch({"AMOUNT", "k"}) and not moved.touch({"k", "note"})
