@@ -42,6 +42,9 @@ def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
     tree = tree.transform(transforms.eliminate_window_clause, copy=False)
     tree = transforms.eliminate_qualify(tree)  # QUALIFY: a WHERE over the select with its window functions
     check_buildable(tree, query if isinstance(query, str) else None)
+    # Spark resolves column names without regard to case, and qualify writes every name in lower case: the plan's
+    # columns are the schema's in lower case too, or a table's `Amount` would be unknown to a query of `amount`.
+    schema = {table: {column.lower(): kind for column, kind in columns.items()} for table, columns in schema.items()}
     try:
         tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
     except SqlglotError as e:

@@ -163,3 +163,26 @@ def test_moved_columns_match_read_columns_whatever_their_case() -> None:
 
     moved = MovedColumns(rows=False, columns=frozenset({"Amount"}))
     assert moved.touch({"amount"}) and moved.touch({"AMOUNT", "k"}) and not moved.touch({"k", "note"})
+
+
+def test_dynamic_tables_over_columns_named_in_upper_case(dt: Any) -> None:
+    """A table's `Amount` is the query's `amount` and `Amount` alike (Spark resolves names without regard to case);
+    its updates are changes to a query summing it, updates of `Note` are not."""
+    dt.sql("CREATE TABLE c (K INT, Amount INT, Note STRING)")
+    dt.sql("CREATE TABLE d (K INT, Label STRING)")
+    dt.sql("INSERT INTO c VALUES (1, 2, NULL), (2, 3, NULL), (2, 3, NULL), (3, NULL, 'n')")
+    dt.sql("INSERT INTO d VALUES (1, 'one'), (2, 'two')")
+    queries = {"cs": "SELECT k, sum(amount) AS s, count(*) AS n FROM c GROUP BY k",
+               "cu": "SELECT K, Amount FROM c WHERE Amount > 0",
+               "cj": "SELECT c.K, d.Label, c.AMOUNT FROM c JOIN d ON c.k = d.K"}
+    for name, query in queries.items():
+        dt.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS {query}")
+    for statement, action in (("UPDATE c SET AMOUNT = amount + 10 WHERE k = 1", "INCREMENTAL"),
+                              ("UPDATE c SET note = 'x' WHERE k = 2", "NO_DATA"),
+                              ("INSERT INTO c VALUES (1, 5, NULL), (4, 1, NULL)", "INCREMENTAL"),
+                              ("DELETE FROM c WHERE K = 2", "INCREMENTAL")):
+        dt.sql(statement)
+        for record in dt.refresh(sorted(queries)):
+            assert record.state == "SUCCEEDED", record.error
+            assert record.action == action, (statement, record.name, record.reason)
+            assert_same_rows(table_rows(dt, record.name), oracle_rows(dt, record.name))
