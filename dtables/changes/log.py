@@ -142,6 +142,10 @@ class Commit:
     metrics: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
 
+# A file list rebuilt from at most this many JSON commits (a few small reads) rather than by a Spark job.
+MAX_REPLAYED_COMMITS = 32
+
+
 class DeltaLog:
     """Read-only view of one table's log. Lists the log folder once per instance; build a new one to see new commits."""
 
@@ -151,6 +155,7 @@ class DeltaLog:
         self._spark = spark
         self._storage = Storage(spark, self.location)
         self._commits: dict[int, Commit] = {}
+        self._files: dict[int, tuple[FileAction, ...] | None] = {}
 
     @cached_property
     def _listing(self) -> dict[int, int]:
@@ -300,20 +305,66 @@ class DeltaLog:
         return int(crc.get("numFiles") or 0), int(crc.get("tableSizeBytes") or 0)
 
     def files_at(self, version: int) -> tuple[FileAction, ...] | None:
-        """The data files of the table at ``version`` from that version's checksum file, when it lists them.
+        """The data files of the table at ``version``: its checksum's file list, else that of a recent version's
+        checksum (or the empty table before version 0) with the commits since replayed on it; None when neither
+        is at hand within ``MAX_REPLAYED_COMMITS`` retained commits (a Spark job must then rebuild the snapshot).
 
         Delta writes the complete file list (``allFiles``, protocol: version checksum file) into the checksum of
-        tables with few files, so a snapshot of such a table needs no log replay, hence no Spark job. None when
-        the checksum is absent, holds no list, or disagrees with its own file count.
+        tables with few files, so a snapshot of such a table needs no log replay, hence no Spark job. Some commits'
+        checksums lack it (Delta 4.4 leaves it out of an overwrite that replaces the schema: a dynamic table's
+        initial refresh, whose version the first incremental refresh reads back), so a short replay of the JSON
+        commits since a listing (protocol: action reconciliation, files keyed by path and deletion vector) stands
+        in; its count must agree with the version's checksum where there is one.
         """
-        text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
-        if not text:
-            return None
-        crc = json.loads(text)
-        files = crc.get("allFiles")
-        if files is None or crc.get("numFiles") != len(files):
+        if version not in self._files:
+            self._files[version] = self._files_at(version)
+        return self._files[version]
+
+    def _files_at(self, version: int) -> tuple[FileAction, ...] | None:
+        listed = self._listed_files(version)
+        if listed is not None:
+            return listed
+        base = version - 1
+        while base >= 0 and version - base <= MAX_REPLAYED_COMMITS and self.has_commit(base + 1):
+            start = self._listed_files(base)
+            if start is not None:
+                return self._replayed(start, base, version)
+            base -= 1
+        if base < 0 and version < MAX_REPLAYED_COMMITS and self.has_commit(0):
+            return self._replayed((), -1, version)
+        return None
+
+    def _listed_files(self, version: int) -> tuple[FileAction, ...] | None:
+        """The file list of ``version``'s checksum; None when it is absent, holds no list, or disagrees with its
+        own file count."""
+        crc = self._checksum(version)
+        files = crc.get("allFiles") if crc else None
+        if crc is None or files is None or crc.get("numFiles") != len(files):
             return None
         return tuple(FileAction.from_json("add", f) for f in files)
+
+    def _checksum(self, version: int) -> dict[str, Any] | None:
+        text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
+        return json.loads(text) if text else None
+
+    def _replayed(self, start: tuple[FileAction, ...], base: int, version: int) -> tuple[FileAction, ...] | None:
+        """The files of ``base`` (``start``) with the file actions of commits ``base + 1 .. version`` applied."""
+        def key(f: FileAction) -> tuple[str, str | None]:
+            return f.path, f.deletion_vector.unique_id if f.deletion_vector is not None else None
+
+        files = {key(f): f for f in start}
+        for v in range(base + 1, version + 1):
+            if not self.has_commit(v):
+                return None
+            for action in self.commit(v).files:
+                if action.kind == "add":
+                    files[key(action)] = action
+                else:
+                    files.pop(key(action), None)
+        crc = self._checksum(version)
+        if crc is not None and crc.get("numFiles") is not None and int(crc["numFiles"]) != len(files):
+            return None
+        return tuple(files.values())
 
     def _checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         # Checkpoints are parquet; without pyarrow in the environment, Spark reads them (rare: old versions only).
