@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
-from dtables.changes.interval import Interval
+from dtables.changes.interval import Interval, open_log
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import value_once
 from dtables.spark.sessions import own_session
@@ -47,12 +47,31 @@ class MovedColumns:
         return self.rows or not {c.lower() for c in self.columns}.isdisjoint(c.lower() for c in read)
 
 
+# Operations that change rows without keeping their ids: their removed rows are deletes, their new rows inserts
+# (a DELETE's copied rows keep id and values, so they are no change at all). Only an interval with some other
+# commit (UPDATE, MERGE, RESTORE, or an operation this list does not know) can hold an updated row.
+_WHOLE_ROW_OPERATIONS = frozenset({
+    "WRITE", "STREAMING UPDATE", "DELETE", "TRUNCATE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT",
+    "CREATE OR REPLACE TABLE AS SELECT", "OPTIMIZE"})
+
+
 def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns:
     """The columns ``interval`` moved (one Spark job, once per application for the interval; ``identity`` names
-    the table's incarnation, e.g. its Delta id, so a table re-created at the same location is not confused)."""
+    the table's incarnation, e.g. its Delta id, so a table re-created at the same location is not confused). An
+    interval whose commits only insert and delete whole rows (appends, DELETEs: TPC-H's RF2 under copy-on-write
+    removes and adds files, as an UPDATE does) is answered from the log, without the job."""
+    if _whole_rows_only(spark, interval):
+        return MovedColumns(rows=True, columns=frozenset())
     key = ("moved_columns", interval.location or interval.table, identity, interval.start_version,
            interval.end_version)
     return value_once(spark, key, lambda: _read(spark, interval))
+
+
+def _whole_rows_only(spark: Any, interval: Interval) -> bool:
+    log = open_log(spark, interval)
+    versions = range(interval.start_version + 1, interval.end_version + 1)
+    return all(log.has_commit(v) for v in versions) and all(
+        log.commit(v).operation in _WHOLE_ROW_OPERATIONS for v in versions if log.commit(v).files)
 
 
 def _read(spark: Any, interval: Interval) -> MovedColumns:

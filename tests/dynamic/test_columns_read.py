@@ -153,6 +153,32 @@ def test_moved_columns_compare_each_updated_row_at_both_ends(dt: Any) -> None:
     assert (back.rows, back.columns) == (False, frozenset({"tags"}))
     outright = moved(["DELETE FROM m WHERE k = 1", "INSERT INTO m VALUES (3, 3, 'c', NULL)"])
     assert outright.rows and outright.touch(set())
+    both = moved(["DELETE FROM m WHERE k = 3", "UPDATE m SET note = 'n' WHERE k = 2"])
+    assert both.rows and "note" in both.columns
+
+
+def test_moved_columns_of_deletes_and_appends_come_from_the_log(dt: Any, monkeypatch: Any) -> None:
+    """An interval of DELETEs (which under copy-on-write remove and add files, as an UPDATE does) and appends holds
+    no updated row: its answer is "rows moved" without the Spark job that pairs rows by id."""
+    from dtables.changes import moved as moved_module
+    from dtables.changes import resolve_interval
+    from dtables.changes.interval import Bound
+
+    dt.sql("CREATE TABLE md (k INT, v INT)")
+    dt.sql("INSERT INTO md SELECT CAST(id AS INT), CAST(id AS INT) FROM range(20)")
+    start = dt.spark.sql("DESCRIBE HISTORY md").agg({"version": "max"}).collect()[0][0]
+    dt.sql("DELETE FROM md WHERE k = 3")
+    dt.sql("INSERT INTO md VALUES (30, 30)")
+
+    def no_job(spark: Any, interval: Any) -> Any:
+        raise AssertionError("read the change rows")
+
+    monkeypatch.setattr(moved_module, "_read", no_job)
+    found = moved_module.moved_columns(dt.spark, resolve_interval(dt.spark, "md", at=Bound.version(start)), "md")
+    assert found.rows and found.touch({"v"})
+    dt.sql("UPDATE md SET v = 0 WHERE k = 4")  # an UPDATE in the interval: the rows must be read
+    with pytest.raises(AssertionError, match="read the change rows"):
+        moved_module.moved_columns(dt.spark, resolve_interval(dt.spark, "md", at=Bound.version(start)), "md")
 
 
 
