@@ -42,6 +42,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
     if keys:
         plan = prune.prune_keys(plan, keys, d.constraints)
+    plan = prune.widen_key_sets(plan)
     if broadcast_keys:
         plan = prune.restrict_terms(plan)
     if share_ends:

@@ -26,13 +26,15 @@ from sqlglot import exp
 
 from differentiation.constraints import Constraints, equalities, passed_through
 from differentiation.delta_nodes import (
-    ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, KeySet, Restrict, Snapshot, Sum,
+    BothEnds, ChangeRead, Consolidate, Empty, KeyFilter, KeyProbe, KeySet, Restrict, Signed, Snapshot, StoredState,
+    Sum,
 )
 from differentiation.plan import (
-    Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, Scan, UnionAll, Window,
+    Aggregate, Distinct, Filter, Generate, Join, Node, Project, Scalar, Scan, UnionAll, Window, each_once,
 )
 from differentiation.restrict import push_restrictions
 from differentiation.rules.aggregate_algebraic import AggregateChange
+from differentiation.rules.semi_join import CountedSemiJoinDelta
 from differentiation.rewrite import map_children
 from differentiation.sql import col
 
@@ -52,13 +54,17 @@ def _base(scan_alias: str, column: str) -> str:
 
 
 def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | None:
-    """Every change read (and its column) whose values include those of `column` in change set `node`; None when
-    some values may come from a snapshot (finding them would cost a scan)."""
+    """Every change read (and its column) whose values include those of `column` in `node`; None when some values
+    may come from a snapshot (finding them would cost a scan). A state restricted to the keys of change reads
+    (`state ⋉k K`, as every term that re-evaluates affected rows has) holds in its key column only values K took
+    from those reads, and so does every row built from it."""
     if isinstance(node, ChangeRead):
         return ((node, column),)
     if isinstance(node, Empty):
         return ()
-    if isinstance(node, (Filter, Consolidate, Restrict)):
+    if isinstance(node, Restrict) and not node.child.is_delta:
+        return _restricted_reads(node, column)
+    if isinstance(node, (Filter, Consolidate, Restrict, Signed, Distinct)):
         return _reads_of(node.child, column)
     if isinstance(node, Generate):
         return _reads_of(node.child, column) if column in node.child.columns() else None
@@ -75,11 +81,22 @@ def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | N
             for a, b in equalities(node.condition.expr if node.condition is not None else None):
                 partner = b if a == column else a if b == column else None
                 if partner is not None and partner in other.columns():
-                    return _reads_of(other, partner)
-        return None
+                    through = _reads_of(other, partner)
+                    if through is not None:
+                        return through
+        # else the side's own values, where the join pads none of its columns with NULLs
+        padded = {"left": side is node.right, "right": side is node.left, "full": True}.get(node.kind, False)
+        return None if padded else _reads_of(side, column)
+    if isinstance(node, Aggregate):  # a group key's values are its input's
+        key = dict(node.keys).get(column)
+        return _reads_of(node.child, key.expr.name) if key is not None and isinstance(key.expr, exp.Column) else None
     if isinstance(node, AggregateChange):  # its groups are those of its input change with rows in them
         key = dict(node.agg.keys).get(column)
         return _reads_of(node.delta, key.expr.name) if key is not None and isinstance(key.expr, exp.Column) else None
+    if isinstance(node, CountedSemiJoinDelta):  # rows of L|I0 restricted to ΔR's keys, and of ΔL
+        reads = _reads_of(node.old, column)
+        more = () if node.changed is None else _reads_of(node.changed, column)
+        return None if reads is None or more is None else reads + more
     if isinstance(node, (Sum, UnionAll)):
         inputs = node.terms if isinstance(node, Sum) else node.inputs
         position = node.columns().index(column)
@@ -91,6 +108,24 @@ def _reads_of(node: Node, column: str) -> tuple[tuple[ChangeRead, str], ...] | N
             found += reads
         return tuple(found)
     return None
+
+
+def _restricted_reads(restrict: Restrict, column: str) -> tuple[tuple[ChangeRead, str], ...] | None:
+    """`_reads_of` a state restricted to a key set: the reads K's key takes `column`'s values from, where
+    `column` is a key of the (only) alternative; else those of the state itself."""
+    if len(restrict.alternatives) == 1:
+        for i, key in enumerate(restrict.alternatives[0]):
+            if not (isinstance(key.expr, exp.Column) and key.expr.name == column):
+                continue
+            found: list[tuple[ChangeRead, str]] = []
+            for node, exprs in zip(restrict.keys.inputs, restrict.keys.exprs):
+                reads = _reads_of(node, exprs[i].expr.name) if isinstance(exprs[i].expr, exp.Column) else None
+                if reads is None:
+                    break
+                found += reads
+            else:
+                return tuple(found)
+    return _reads_of(restrict.child, column)
 
 
 def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
@@ -317,3 +352,44 @@ def restrict_terms(plan: Node) -> Node:
         return node
 
     return rewrite(plan)
+
+
+def widen_key_sets(plan: Node) -> Node:
+    """`plan` (pushed) with each one-key set computed from snapshots (a term's change joined with states, as the
+    keys of an aggregate over a join are) replaced by the keys of the change reads its values come from.
+
+    A restriction `state ⋉k K` picks the rows a derivation re-evaluates at both ends of the interval (groups,
+    partitions, semi-join verdicts); more keys only add rows that are the same at both ends and cancel, so a
+    superset of K serves. Computing K itself would read those snapshots once more (TPC-H Q13: the customers whose
+    order counts moved are found by joining orders' changes with both customer and orders again), where the change
+    reads' keys cost nothing. Key sets computed from change reads alone are kept: filters and joins with other
+    changes make them smaller than the reads' keys."""
+    done: dict[Node, Node] = {}
+
+    def rewrite(node: Node) -> Node:
+        if node not in done:
+            new = map_children(node, rewrite)
+            if isinstance(new, KeySet) and new.width == 1 and _reads_snapshot(new):
+                new = _keys_of_reads(new) or new
+            done[node] = new
+        return done[node]
+
+    return rewrite(plan)
+
+
+def _reads_snapshot(keys: KeySet) -> bool:
+    return any(isinstance(n, (Snapshot, BothEnds, StoredState)) for child in keys.inputs for n in each_once(child))
+
+
+def _keys_of_reads(keys: KeySet) -> KeySet | None:
+    found: list[tuple[ChangeRead, str]] = []
+    for node, exprs in zip(keys.inputs, keys.exprs):
+        reads = _reads_of(node, exprs[0].expr.name) if isinstance(exprs[0].expr, exp.Column) else None
+        if not reads:
+            return None
+        found += reads
+    kinds = {dict(r.scan.schema)[_base(r.scan.alias, c)] for r, c in found}
+    if len(kinds) != 1:
+        return None  # keys of several types would be compared after a cast the key set never made
+    distinct = tuple(dict.fromkeys(found))  # the terms of a sum read the same changes
+    return KeySet(tuple(r for r, _ in distinct), tuple((Scalar(col(c)),) for _, c in distinct))

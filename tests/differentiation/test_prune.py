@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from differentiation import KeyFilter, build_plan, changes_query, differentiate, key_probes
 from differentiation.compile import pushed
-from differentiation.delta_nodes import Snapshot
+from differentiation.delta_nodes import ChangeRead, KeySet, Snapshot
 from differentiation.prune import prune_keys
 
 SCHEMA = {"r": {"k": "INT", "v": "INT"}, "s": {"k": "INT", "w": "INT"}, "t": {"k": "INT", "x": "INT"},
@@ -95,3 +95,53 @@ def test_a_foreign_key_makes_the_keys_its_referenced_table_lost_absent_at_the_en
     # a filter read through the keyed probe lands on s's snapshot as before
     plan = prune_keys(pushed(d.plan), {site.probe: KeyFilter("", "INT", values=())}, d.constraints)
     assert {(n.scan.table, n.when) for n in plan.walk() if isinstance(n, Snapshot) and n.keys} == {("s", "end")}
+
+
+def test_keys_pass_through_the_rows_a_semi_join_re_evaluates() -> None:
+    """Rows of a semi join's change that its right side's change re-evaluates are L|I0 restricted to ΔR's keys:
+    their key column holds only keys ΔR's reads hold, so a join above reads its state side by them too."""
+    exists = ("SELECT x.v, s.w FROM (SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM t WHERE t.k = r.k)) x "
+              "JOIN s ON x.k = s.k")
+    sites = _sites(exists)
+    assert any(table == "s" and ("t", "k") in reads for reads, table, _ in sites), sites
+    # NOT EXISTS over an EXISTS (TPC-H Q21's shape): the anti join's right side is read by the keys of the
+    # changes under its left side, the terms that re-evaluate r's rows included
+    both = ("SELECT r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k) "
+            "AND NOT EXISTS (SELECT 1 FROM t WHERE t.k = r.k)")
+    assert any(table == "t" and ("s", "k") in reads for reads, table, _ in _sites(both)), _sites(both)
+
+
+def test_keys_do_not_pass_through_the_padded_side_of_an_outer_join() -> None:
+    # (Δr ⟕ s) pads s.k with NULLs where r has no match: its values are not the change reads' values
+    sites = _sites("SELECT x.v, t.x FROM (SELECT r.v, s.k FROM r LEFT JOIN s ON r.k = s.k) x JOIN t ON x.k = t.k")
+    assert not any(table == "t" and ("r", "k") in reads for reads, table, _ in sites), sites
+
+
+def _key_sets(plan: object) -> list[KeySet]:
+    from differentiation.plan import each_once
+    return [n for n in each_once(plan) if isinstance(n, KeySet)]  # type: ignore[arg-type]
+
+
+def test_key_sets_computed_from_snapshots_become_the_change_reads_keys() -> None:
+    """The groups an aggregate over an outer join re-evaluates are keyed by a set computed from the join's change,
+    itself joined with snapshots (TPC-H Q13's shape); the keys of the change reads it comes from serve instead
+    (a superset), read from the changes alone. Key sets of change reads alone keep their filters."""
+    from differentiation.prune import widen_key_sets
+
+    sql = ("SELECT c, count(*) AS n FROM (SELECT r.k, count(s.w) AS c FROM r LEFT JOIN s ON r.k = s.k GROUP BY r.k) "
+           "GROUP BY c")
+    plan = pushed(differentiate(build_plan(sql, SCHEMA)).plan)
+    widened = widen_key_sets(plan)
+    def from_snapshots(p: object) -> list[str]:
+        return [k.exprs[0][0].sql for k in _key_sets(p)
+                if any(isinstance(n, Snapshot) for i in k.inputs for n in i.walk())]
+
+    # the groups of r.k (keys the change reads hold) now come from the reads; the groups of the count c, a
+    # computed value no change read holds, still from the inner aggregate's change
+    assert sorted(from_snapshots(plan)) == ["`_0.c`", "`r.k`"]
+    assert from_snapshots(widened) == ["`_0.c`"]
+    assert all(all(isinstance(i, ChangeRead) for i in k.inputs) for k in _key_sets(widened)
+               if k.exprs[0][0].sql != "`_0.c`")
+    filtered = pushed(differentiate(build_plan("SELECT k, count(*) AS n FROM r WHERE v > 3 GROUP BY k",
+                                               SCHEMA)).plan)
+    assert widen_key_sets(filtered) == filtered
