@@ -115,24 +115,32 @@ def _restricted_reads(restrict: Restrict, column: str) -> tuple[tuple[ChangeRead
     `column` is a key of the (only) alternative; else those of the state itself."""
     if len(restrict.alternatives) == 1:
         for i, key in enumerate(restrict.alternatives[0]):
-            if not (isinstance(key.expr, exp.Column) and key.expr.name == column):
-                continue
-            found: list[tuple[ChangeRead, str]] = []
-            for node, exprs in zip(restrict.keys.inputs, restrict.keys.exprs):
-                reads = _reads_of(node, exprs[i].expr.name) if isinstance(exprs[i].expr, exp.Column) else None
-                if reads is None:
-                    break
-                found += reads
-            else:
-                return tuple(found)
+            if isinstance(key.expr, exp.Column) and key.expr.name == column:
+                found = _key_reads(restrict.keys, i)
+                if found is not None:
+                    return found
     return _reads_of(restrict.child, column)
+
+
+def _key_reads(keys: KeySet, i: int) -> tuple[tuple[ChangeRead, str], ...] | None:
+    """The change reads (and columns) the `i`-th key of `keys` takes its values from, over every input."""
+    found: list[tuple[ChangeRead, str]] = []
+    for node, exprs in zip(keys.inputs, keys.exprs):
+        reads = _reads_of(node, exprs[i].expr.name) if isinstance(exprs[i].expr, exp.Column) else None
+        if reads is None:
+            return None
+        found += reads
+    return tuple(found)
 
 
 def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
     """(table, column, type) of every change read whose values include those of `column` in change set `node`."""
     reads = _reads_of(node, column)
-    if reads is None:
-        return None
+    return None if reads is None else _typed(reads)
+
+
+def _typed(reads: tuple[tuple[ChangeRead, str], ...]) -> tuple[tuple[str, str, str], ...]:
+    """(table, base column, type) of each change read and column."""
     out = []
     for read, name in reads:
         base = _base(read.scan.alias, name)
@@ -258,13 +266,8 @@ def _restrict_sites(restrict: Restrict, absence: Absence) -> list[tuple[str, Sna
     for i, key in enumerate(restrict.alternatives[0]):
         if not isinstance(key.expr, exp.Column):
             continue
-        found: list[tuple[str, str, str]] | None = []
-        for node, exprs in zip(restrict.keys.inputs, restrict.keys.exprs):
-            reads = _change_reads(node, exprs[i].expr.name) if isinstance(exprs[i].expr, exp.Column) else None
-            if reads is None or found is None:
-                found = None
-                break
-            found += reads
+        reads = _key_reads(restrict.keys, i)
+        found = _typed(reads) if reads is not None else None
         leaf = _leaf_of(restrict.child, key.expr.name) if found else None
         if not found or leaf is None:
             continue
@@ -382,13 +385,10 @@ def _reads_snapshot(keys: KeySet) -> bool:
 
 
 def _keys_of_reads(keys: KeySet) -> KeySet | None:
-    found: list[tuple[ChangeRead, str]] = []
-    for node, exprs in zip(keys.inputs, keys.exprs):
-        reads = _reads_of(node, exprs[0].expr.name) if isinstance(exprs[0].expr, exp.Column) else None
-        if not reads:
-            return None
-        found += reads
-    kinds = {dict(r.scan.schema)[_base(r.scan.alias, c)] for r, c in found}
+    found = _key_reads(keys, 0)
+    if not found:
+        return None
+    kinds = {t for _, _, t in _typed(found)}
     if len(kinds) != 1:
         return None  # keys of several types would be compared after a cast the key set never made
     distinct = tuple(dict.fromkeys(found))  # the terms of a sum read the same changes

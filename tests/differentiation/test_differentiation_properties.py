@@ -40,6 +40,12 @@ QUICK = {
     # key-only conditions: verdicts from s's counts per key at I1 less the change's (rules.semi_join)
     "exists_keys": "SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0)",
     "not_exists_keys": "SELECT k, v FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w = r.v)",
+    # keys traced through rows a semi join re-checks (prune._reads_of): the join above, and TPC-H Q21's anti join
+    # over an EXISTS, read their other side by those keys
+    "exists_under_join": ("SELECT x.k, x.v, s.w FROM (SELECT r.k, r.v FROM r WHERE EXISTS "
+                          "(SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0)) x JOIN s ON x.k = s.k"),
+    "exists_and_not_exists": ("SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0) "
+                              "AND NOT EXISTS (SELECT 1 FROM s t WHERE t.k = r.k AND t.w < 0)"),
 }
 
 SLOW = {
