@@ -95,6 +95,13 @@ _JOIN_SIDES = {"inner": ("", ""), "cross": ("", "CROSS"), "left": ("LEFT", "OUTE
                "full": ("FULL", "OUTER")}
 
 
+def _scans_once(node: Node) -> bool:
+    """Whether `node`, read twice, is worth computing once (`Compiler.source`)."""
+    if isinstance(node, Restrict):
+        return isinstance(node.child, Snapshot)
+    return isinstance(node, Aggregate) and not node.is_delta
+
+
 def _join(side: str, kind: str, table: exp.Expr, on: exp.Expr | None) -> exp.Join:
     return exp.Join(this=table, side=side or None, kind=kind or None, on=on)
 
@@ -142,7 +149,12 @@ class Compiler:
         return name
 
     def source(self, node: Node, as_: str = "t") -> exp.Expr:
-        """`node` as a FROM item: its CTE when it is shared, else its SELECT inline."""
+        """`node` as a FROM item: its CTE when it is shared, else its SELECT inline. A shared aggregate of
+        snapshots (Q15's sums per supplier, which both the MAX over them and the join with supplier read at one
+        end of the interval) and a shared restricted snapshot (`prune.unify_key_sets`) are computed once: Spark
+        would scan their input once per reader."""
+        if self.shared is not None and node in self.shared and _scans_once(node):
+            return _from(self._computed_once(node), as_)
         if self.shared is None or node in self.shared or node in self._names:
             return _from(self.name(node), as_)
         return self._dispatch[type(node)](node).subquery(exp.to_identifier(as_, quoted=True))

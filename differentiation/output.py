@@ -45,6 +45,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     plan = prune.widen_key_sets(plan)
     if broadcast_keys:
         plan = prune.restrict_terms(plan)
+    plan = prune.unify_key_sets(plan)
     if share_ends:
         plan = ends.share_ends(plan)
     compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys)

@@ -393,3 +393,33 @@ def _keys_of_reads(keys: KeySet) -> KeySet | None:
         return None  # keys of several types would be compared after a cast the key set never made
     distinct = tuple(dict.fromkeys(found))  # the terms of a sum read the same changes
     return KeySet(tuple(r for r, _ in distinct), tuple((Scalar(col(c)),) for _, c in distinct))
+
+
+def unify_key_sets(plan: Node) -> Node:
+    """`plan` (pushed) with the restrictions of one snapshot on one key whose key sets come from the same change
+    reads by different filters (TPC-H Q13: orders at I1 restricted to the customers of its changed orders, and to
+    those of its changed orders without special requests) restricted to the keys of those reads: a superset of
+    each (see `widen_key_sets`), and one restricted read where Spark scanned the table once per key set (the
+    compiler computes a restricted snapshot read twice once)."""
+    found: dict[tuple[Node, tuple[tuple[Scalar, ...], ...]], set[KeySet]] = {}
+    for node in each_once(plan):
+        if isinstance(node, Restrict) and isinstance(node.child, Snapshot):
+            found.setdefault((node.child, node.alternatives), set()).add(node.keys)
+    unified: dict[tuple[Node, tuple[tuple[Scalar, ...], ...], KeySet], KeySet] = {}
+    for (leaf, alternatives), sets in found.items():
+        wider = {_keys_of_reads(k) if k.width == 1 else None for k in sets}
+        if len(sets) > 1 and len(wider) == 1 and None not in wider:
+            unified.update({(leaf, alternatives, k): next(iter(wider)) for k in sets})  # type: ignore[misc]
+    if not unified:
+        return plan
+    done: dict[Node, Node] = {}
+
+    def rewrite(node: Node) -> Node:
+        if node not in done:
+            new = map_children(node, rewrite)
+            if isinstance(new, Restrict) and isinstance(new.child, Snapshot):
+                new = new.copy(keys=unified.get((new.child, new.alternatives, new.keys), new.keys))
+            done[node] = new
+        return done[node]
+
+    return rewrite(plan)

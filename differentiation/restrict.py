@@ -79,6 +79,8 @@ def _push(node: Restrict) -> Node:
     if isinstance(child, Join):
         return _into_join(node, child)
     if isinstance(child, Aggregate):  # keys that are group keys keep or drop whole groups: restrict the input
+        if not keys:  # all or nothing: below the aggregate it filters no row, above it the aggregate is the
+            return node  # same subtree as the query's own (Q15's MAX over SUMs), which Spark then computes once
         groups = dict(child.keys)
         inputs: list[str] = []
         for name in map(_column, keys):

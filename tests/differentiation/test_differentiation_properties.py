@@ -46,6 +46,9 @@ QUICK = {
                           "(SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0)) x JOIN s ON x.k = s.k"),
     "exists_and_not_exists": ("SELECT r.k, r.v FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.w > 0) "
                               "AND NOT EXISTS (SELECT 1 FROM s t WHERE t.k = r.k AND t.w < 0)"),
+    # TPC-H Q15's shape: the sums at each end computed once for the join and the MAX over them (compile.py)
+    "max_of_sums": ("WITH g AS (SELECT k, SUM(v) AS t FROM r GROUP BY k) SELECT s.k, s.w, g.t FROM s JOIN g "
+                    "ON s.k = g.k WHERE g.t = (SELECT MAX(t) FROM g)"),
 }
 
 SLOW = {

@@ -145,3 +145,28 @@ def test_key_sets_computed_from_snapshots_become_the_change_reads_keys() -> None
     filtered = pushed(differentiate(build_plan("SELECT k, count(*) AS n FROM r WHERE v > 3 GROUP BY k",
                                                SCHEMA)).plan)
     assert widen_key_sets(filtered) == filtered
+
+
+def test_restrictions_of_one_snapshot_by_filtered_change_keys_become_one_read() -> None:
+    """TPC-H Q13's shape, one side only inserted: s at I1 is restricted by the keys of its change (the groups the
+    aggregate re-evaluates) and by those of its change passing the join's residual condition (the counts of the
+    semi-join verdicts); both become the unfiltered keys, a superset, so s is read once, computed once."""
+    from differentiation import ChangeStats
+    from differentiation.delta_nodes import Restrict
+    from differentiation.prune import unify_key_sets, widen_key_sets
+
+    sql = ("SELECT c, count(*) AS n FROM (SELECT r.k, count(s.w) AS c FROM r LEFT JOIN s ON r.k = s.k AND s.w > 3 "
+           "GROUP BY r.k) GROUP BY c")
+    d = differentiate(build_plan(sql, SCHEMA), stats={"r": ChangeStats(False, False), "s": ChangeStats(True, False)})
+    plan = widen_key_sets(pushed(d.plan))
+
+    def key_sets_of_s_at_end(p: object) -> set[KeySet]:
+        return {n.keys for n in p.walk()  # type: ignore[attr-defined]
+                if isinstance(n, Restrict) and isinstance(n.child, Snapshot) and n.child.scan.table == "s"
+                and n.child.when == "end"}
+
+    assert len(key_sets_of_s_at_end(plan)) == 2
+    (unified,) = key_sets_of_s_at_end(unify_key_sets(plan))
+    assert all(isinstance(i, ChangeRead) for i in unified.inputs)
+    text = changes_query(d, Names()).sql(dialect="spark")
+    assert text.count("`snap_s_end`") == 1 and "RAND()" in text
