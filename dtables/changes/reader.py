@@ -225,7 +225,7 @@ def explain_changes(spark: Any, interval: Interval, information: str = ChangeFor
 
 
 def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
-                    compared: frozenset[str] | None = None, paired_once: bool = False) -> DataFrame:
+                    compared: frozenset[str] | None = None) -> DataFrame:
     """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
 
     Rows of the net-removed files as DELETE, rows of the net-added files as INSERT. Applying it to the table at
@@ -240,49 +240,26 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
 
     ``compared``: the only columns the reader uses (``differentiation.columns_read``). A row whose DELETE and
     INSERT agree on them (an UPDATE of other columns) is left out, both halves: to the reader it did not change.
-
-    ``paired_once`` (with ``read_once``; for a change the caller knows is small): where leaving those rows out
-    pairs rows by id (a shuffle), the result is computed once and kept like the reads above. A derivative reads
-    its change at every key set it broadcasts and again in its terms, and each read paired the rows again:
-    TPC-H Q14 after an UPDATE of 0.1% of lineitem read its change data and shuffled it three times.
     """
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
-    picks, pairs = read_once and _picks_rows(spark, plan), read_once and paired_once and _pairs(plan, compared)
-    if not (picks or pairs):
+    if not (read_once and _picks_rows(spark, plan)):
         return _without_unchanged(plan, _redundant_delta(spark, plan), compared)
     # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
     key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
            plan.interval.end_version, change_data_files(spark))
-    rows = _rows_read(spark, plan)
-
-    def read() -> DataFrame:
-        return read_once_shared(spark, key, rows, lambda: _redundant_delta(spark, plan)) if picks else \
-            _redundant_delta(spark, plan)
-
-    if not pairs:
-        return _without_unchanged(plan, read(), compared)
-    assert compared is not None
-    by = (*key, "compared", *sorted(c.lower() for c in compared))
-    return read_once_shared(spark, by, rows, lambda: _without_unchanged(plan, read(), compared), kind="paired")
-
-
-def _pairs(plan: ChangePlan, compared: frozenset[str] | None) -> bool:
-    """Whether ``_without_unchanged`` pairs rows by id: the interval removed and added rows, and some column is not
-    compared (an update of every column read is a change)."""
-    if compared is None or plan.shape != Shape.MINIMIZE:
-        return False
-    return not {f.name.lower() for f in table_schema(plan.metadata).fields} <= {c.lower() for c in compared}
+    kept = read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
+    return _without_unchanged(plan, kept, compared)
 
 
 def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[str] | None) -> DataFrame:
     """``delta`` without the rows whose DELETE and INSERT (one each per id: the row at the start and at the end)
-    hold the same values in the ``compared`` columns. Only where ``_pairs``, in one pass over the change rows:
+    hold the same values in the ``compared`` columns. Only where the interval both removed and added rows and
+    some column is not compared (an update of every column read is a change), in one pass over the change rows:
     a window per row id, no join."""
-    if not _pairs(plan, compared):
-        return delta
-    assert compared is not None
-    read = {c.lower() for c in compared}  # Spark resolves names without case
     columns = [f.name for f in table_schema(plan.metadata).fields]
+    read = {c.lower() for c in compared} if compared is not None else set()  # Spark resolves names without case
+    if compared is None or plan.shape != Shape.MINIMIZE or {c.lower() for c in columns} <= read:
+        return delta
     by_id = Window.partitionBy(F.col(DELTA_ROW_ID))
     kept = [F.col(quote_column(c)) for c in columns if c.lower() in read]
     values = F.struct(*kept) if kept else F.lit(0)

@@ -50,16 +50,13 @@ def _global_database(spark: Any) -> str:
     return str(spark.conf.get("spark.sql.globalTempDatabase", "global_temp"))
 
 
-def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[[], DataFrame], *,
-              kind: str = "read") -> DataFrame:
+def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[[], DataFrame]) -> DataFrame:
     """``build()`` computed once (a local checkpoint), or the same rows computed earlier in this application under
-    ``key``. ``rows`` bounds the rows the read can hold (kept only up to the configured maximum). ``kind`` "paired":
-    a small change's rows paired by id (``reader.redundant_delta``), one per set of compared columns, kept apart
-    from the reads (``MAX_PLANS`` of them) so that many queries' column sets do not evict the reads."""
+    ``key``. ``rows`` bounds the rows the read can hold (kept only up to the configured maximum)."""
     if str(spark.conf.get(SHARED_READS, "true")).lower() == "false" \
             or rows > int(spark.conf.get(SHARED_READS_MAX_ROWS, str(DEFAULT_MAX_ROWS))):
         return build().localCheckpoint(eager=True)
-    full_key = (kind, _application(spark), *key)
+    full_key = ("read", _application(spark), *key)
     kept = _lookup(spark, full_key)
     if kept is not None:
         return kept

@@ -57,7 +57,6 @@ class IntervalSources:
         self._logs: dict[str, DeltaLog] = {}
         self._read: dict[str, frozenset[str]] = {}  # per table, the columns the plan reads (its change reads compare)
         self._appended_files: dict[str, tuple[FileAction, ...] | None] = {}  # per table: `_appended`
-        self._small: bool | None = None  # `small_change`, once
         self.pruning: list[dict[str, Any]] = []  # snapshot reads narrowed by keys (files: 0 of 0 = Delta's scan)
 
     def _view(self, table: str, kind: object, build: Callable[[], Any]) -> str:
@@ -136,11 +135,6 @@ class IntervalSources:
 
     def small_change(self) -> bool:
         """Whether the intervals changed at most ``spark.dtables.refresh.broadcastKeysMaxRows`` rows (logs only)."""
-        if self._small is None:
-            self._small = self._small_change()
-        return self._small
-
-    def _small_change(self) -> bool:
         value = self.settings.conf.get(BROADCAST_KEYS_MAX_ROWS, None)
         try:
             most = int(value) if value is not None else DEFAULT_BROADCAST_KEYS_MAX_ROWS
@@ -231,7 +225,7 @@ class IntervalSources:
         """The table's redundant delta; an update of columns the plan does not read is no change to it."""
         compared = self._read.get(table)
         return self._view(table, ("changes", compared), lambda: redundant_delta(
-            self.spark, self.intervals[table], read_once=True, compared=compared, paired_once=self.small_change()))
+            self.spark, self.intervals[table], read_once=True, compared=compared))
 
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:

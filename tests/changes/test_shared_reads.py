@@ -97,39 +97,3 @@ def test_a_snapshot_plan_is_built_once_for_every_session_reading_its_version(spa
     off = spark.newSession()
     off.conf.set(shared_reads.SHARED_READS, "false")
     assert end_rows(off) == first and len(decoded) > seen
-
-
-@pytest.mark.parametrize("vectors", ["false", "true"])
-def test_a_small_changes_rows_paired_by_id_are_kept_per_compared_columns(spark: Any, make_table: Any, run: Any,
-                                                                         vectors: str):
-    """An UPDATE's change leaves out, for a reader of some columns, the rows whose compared values did not move:
-    a pairing of rows by id (a shuffle) that a refresh paid at every place it read the change. With
-    ``paired_once`` that result is computed once per interval and set of compared columns and kept; it holds
-    exactly the rows of the unkept read."""
-    table = make_table("k INT, v STRING", VECTORS.replace("enableDeletionVectors = true",
-                                                          f"enableDeletionVectors = {vectors}"))
-    run(table, "INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING) FROM range(200)",
-        "UPDATE {t} SET v = 'x' WHERE k % 10 = 3", "UPDATE {t} SET k = k + 1000 WHERE k % 10 = 7")
-    interval = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(3))
-
-    def read(session: Any, compared: frozenset[str], paired_once: bool) -> tuple[Counter[tuple[Any, ...]], int]:
-        with SparkWork(session, "read") as work:
-            df = redundant_delta(session, interval, read_once=True, compared=compared, paired_once=paired_once)
-        rows = _rows(df)
-        assert work.cost.jobs is not None
-        return rows, work.cost.jobs
-
-    try:
-        for compared, moved in ((frozenset({"k"}), 20), (frozenset({"v"}), 20)):
-            expected, _ = read(spark, compared, False)
-            assert len(expected) == 2 * moved  # a DELETE and an INSERT per row whose compared columns moved
-            kept, jobs = read(spark, compared, True)
-            assert kept == expected and jobs >= 1  # paired here, once
-            again, jobs = read(spark.newSession(), compared, True)
-            assert again == expected and jobs == 0  # another refresh of the interval reads what was kept
-        # every column compared: no row is paired, so nothing is computed ahead or kept
-        every, jobs = read(spark, frozenset({"k", "v"}), True)
-        assert len(every) == 80 and jobs == 0
-        assert not [k for k in shared_reads._kept if k[0] == "paired" and "v" in k and "k" in k]
-    finally:
-        shared_reads.forget_all(spark)
