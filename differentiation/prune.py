@@ -35,7 +35,7 @@ from differentiation.plan import (
 from differentiation.restrict import push_restrictions
 from differentiation.rules.aggregate_algebraic import AggregateChange
 from differentiation.rules.semi_join import CountedSemiJoinDelta
-from differentiation.rewrite import map_children
+from differentiation.rewrite import map_bottom_up, map_children
 from differentiation.sql import col
 
 
@@ -367,17 +367,12 @@ def widen_key_sets(plan: Node) -> Node:
     order counts moved are found by joining orders' changes with both customer and orders again), where the change
     reads' keys cost nothing. Key sets computed from change reads alone are kept: filters and joins with other
     changes make them smaller than the reads' keys."""
-    done: dict[Node, Node] = {}
+    def widen(node: Node) -> Node:
+        if isinstance(node, KeySet) and node.width == 1 and _reads_snapshot(node):
+            return _keys_of_reads(node) or node
+        return node
 
-    def rewrite(node: Node) -> Node:
-        if node not in done:
-            new = map_children(node, rewrite)
-            if isinstance(new, KeySet) and new.width == 1 and _reads_snapshot(new):
-                new = _keys_of_reads(new) or new
-            done[node] = new
-        return done[node]
-
-    return rewrite(plan)
+    return map_bottom_up(plan, widen)
 
 
 def _reads_snapshot(keys: KeySet) -> bool:
@@ -412,14 +407,9 @@ def unify_key_sets(plan: Node) -> Node:
             unified.update({(leaf, alternatives, k): next(iter(wider)) for k in sets})  # type: ignore[misc]
     if not unified:
         return plan
-    done: dict[Node, Node] = {}
+    def unify(node: Node) -> Node:
+        if isinstance(node, Restrict) and isinstance(node.child, Snapshot):
+            return node.copy(keys=unified.get((node.child, node.alternatives, node.keys), node.keys))
+        return node
 
-    def rewrite(node: Node) -> Node:
-        if node not in done:
-            new = map_children(node, rewrite)
-            if isinstance(new, Restrict) and isinstance(new.child, Snapshot):
-                new = new.copy(keys=unified.get((new.child, new.alternatives, new.keys), new.keys))
-            done[node] = new
-        return done[node]
-
-    return rewrite(plan)
+    return map_bottom_up(plan, unify)

@@ -49,6 +49,19 @@ def map_children(node: Node, fn: Callable[[Node], Node]) -> Node:
     return node.copy(**changes) if changes else node
 
 
+def map_bottom_up(plan: Node, fn: Callable[[Node], Node]) -> Node:
+    """`plan` with `fn` applied to each node after its children were rewritten: once per distinct node, so a
+    subplan the plan shares is rewritten once and stays shared."""
+    done: dict[Node, Node] = {}
+
+    def rewrite(node: Node) -> Node:
+        if node not in done:
+            done[node] = fn(map_children(node, rewrite))
+        return done[node]
+
+    return rewrite(plan)
+
+
 def replace(node: Node, rules: Mapping[type[Node], Rule], ctx: DeriveContext) -> Node:
     """Rewrite every Δ in `node` until none is left.
 
