@@ -191,10 +191,13 @@ class Compiler:
         `rand() >= 0` keeps every row and makes the CTE non-deterministic (Spark 4.2 then drops the condition
         itself, having already decided)."""
         if node not in self._names:
-            body = self._dispatch[type(node)](node)
-            once = exp.GTE(this=exp.Rand(), expression=number(0))
-            self._names[node] = self._emit(exp.select(exp.Star()).from_(body.subquery("o")).where(once))
+            self._names[node] = self.emit_once(self._dispatch[type(node)](node))
         return self._names[node]
+
+    def emit_once(self, body: exp.Query) -> str:
+        """`body` as a CTE computed once for all its readers (`_computed_once`)."""
+        once = exp.GTE(this=exp.Rand(), expression=number(0))
+        return self._emit(exp.select(exp.Star()).from_(body.subquery("o")).where(once))
 
     def _change_read(self, node: Node) -> exp.Query:
         assert isinstance(node, ChangeRead)
@@ -426,7 +429,9 @@ class AlgebraicCompiler:
 
     def compile(self) -> exp.Query:
         state = self.c.name(self.node.state)
-        d = self.c._emit(self._summed_change())
+        # ΣΔ is read twice (the new rows and the stored rows it touches): computed once, or Spark would join and
+        # aggregate the change again for the second (TPC-H Q3: the restricted orders scanned twice)
+        d = self.c.emit_once(self._summed_change())
         new = self.c._emit(self._merged(d, state))
         old = self.c._emit(exp.select(exp.Star()).from_(_from(state, "o"))
                            .join(_from(d, "d"), on=self._on(), join_type="LEFT SEMI"))

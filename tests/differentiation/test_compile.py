@@ -107,6 +107,20 @@ def test_stored_state_is_read_through_the_sources_and_the_plan_holds_no_sql() ->
         changes_query(d, NoState())  # type: ignore[arg-type]
 
 
+def test_the_summed_change_of_a_stored_aggregate_is_computed_once() -> None:
+    # ΣΔ per group is read by the new rows (joined with the stored state) and by the stored rows it touches; a
+    # plain CTE Spark would inline into both, joining and aggregating the change twice (TPC-H Q3 scanned orders
+    # twice). It is computed once: a non-deterministic condition, one CTE read twice.
+    plan = with_state_columns(build_plan("SELECT r.k, sum(s.w) AS t FROM r JOIN s ON r.k = s.k GROUP BY r.k", SCHEMA))
+    d = differentiate(plan, stats={"r": ChangeStats(True, True), "s": ChangeStats(False, False)}, state=True)
+    query = changes_query(d, Names())
+    ctes = {c.alias: c.this for c in query.find(exp.With).expressions}
+    summed = [name for name, body in ctes.items() if "__dcnt" in body.sql(dialect="spark")
+              and body.find(exp.Rand) is not None]
+    assert len(summed) == 1, {n: b.sql(dialect="spark") for n, b in ctes.items()}
+    assert len(re.findall(rf"`{summed[0]}`", query.sql(dialect="spark"))) == 3  # defined once, read twice
+
+
 def test_snapshot_query_is_valid_spark_sql_with_quoted_names() -> None:
     plan = build_plan("SELECT r.k AS `odd name`, count(*) AS `count(1)` FROM r GROUP BY r.k", SCHEMA)
     text = snapshot_query(plan, Names(), "end").sql("spark")
