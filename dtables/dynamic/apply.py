@@ -225,11 +225,12 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         changed = _computed_once(_sql(clone, source))
         if changed is None:
             return NOTHING_WRITTEN
-        return rewrite(clone, location, state_version, changed, targets)
+        return rewrite(clone, location, state_version, *changed, targets)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
-    merged = _computed_once(_sql(clone, source))
-    if merged is None:
+    computed = _computed_once(_sql(clone, source))
+    if computed is None:
         return NOTHING_WRITTEN
+    merged = computed[0]
     enabled = str(sources.settings.conf.get(layout.MERGE_PRUNING, "true")).lower() != "false"
     target_filter, pruning = layout.merge_pruning(clone, location, merged, "__dt_rid", enabled)
     sources.pruning.append({"table": name, **pruning})
@@ -238,16 +239,17 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     return None
 
 
-def _computed_once(changes: Any) -> Any:
-    """The change set computed in one job and kept (a local checkpoint), which the write then reads; None when it
-    is empty (a change that moved no row of the table, such as an update of columns its groups' sums do not read),
-    counted in the same job."""
+def _computed_once(changes: Any) -> tuple[Any, int | None] | None:
+    """The change set computed in one job and kept (a local checkpoint), which the write then reads, with its row
+    count (None if the count did not arrive); None when it is empty (a change that moved no row of the table, such
+    as an update of columns its groups' sums do not read), counted in the same job."""
     observation = Observation(f"dtables_changes_{uuid.uuid4().hex}")
     kept = changes.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
     counted = _observed(observation)
-    if counted is not None and int(counted.get("rows") or 0) == 0:
+    rows = int(counted.get("rows") or 0) if counted is not None else None
+    if rows == 0:
         return None
-    return kept
+    return kept, rows
 
 
 def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool) -> exp.Select:
@@ -287,36 +289,77 @@ class RowCounts:
 NOTHING_WRITTEN = RowCounts(0, 0, 0, committed=False)
 
 
-def rewrite(clone: Any, location: str, version: int, source: Any, targets: Sequence[Column]) -> RowCounts | None:
-    """The table's new contents in one overwrite: its rows at ``version`` (its latest) full-outer-joined with the
-    change set (one row per row id, deletes flagged) on the hidden row id, the change set's values where it has a
-    row, deleted rows left out. For a small table one pass that reads and writes it whole is cheaper than a MERGE's
-    several (find the touched files, then rewrite them). The counts are observed during that pass (no extra Spark
-    job)."""
+# A REWRITE of a table of at least REWRITE_BROADCAST_MIN_BYTES joins its old rows with the change set's ids broadcast
+# (two narrow columns, one small Spark job) up to REWRITE_BROADCAST_MAX_ROWS change rows. A smaller table, or a
+# larger change set, is full-outer-joined with it, both sides shuffled: for a table of a few groups that shuffle
+# costs less than the broadcast's job; for millions of changed ids no executor must hold them in memory.
+REWRITE_BROADCAST_MIN_BYTES = 1 << 20
+REWRITE_BROADCAST_MAX_ROWS = 1_000_000
+
+
+def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: int | None,
+            targets: Sequence[Column]) -> RowCounts | None:
+    """The table's new contents in one overwrite: its rows at ``version`` (its latest) whose row id the change set
+    (one row per row id, deletes flagged) does not hold, and the change set's rows that are not deletes. For a small
+    table one pass that reads and writes it whole is cheaper than a MERGE's several (find the touched files, then
+    rewrite them). The counts are observed during that pass (no extra Spark job)."""
     old = table_at(clone, location, version)
+    size = DeltaLog(clone, location).size_at(version)
+    if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or size is None \
+            or size < REWRITE_BROADCAST_MIN_BYTES:
+        return _rewrite_joined(location, old, source, targets)
+    # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
+    # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
+    ids = source.select(F.col("__dt_rid").alias("__dt_mid"), F.col("__dt_delete").alias("__dt_mdel"))
+    probed = old.join(F.broadcast(ids), F.col(quote_column(ROW_ID_COLUMN)) == F.col("__dt_mid"), "left_outer")
+    matched, deleting = F.col("__dt_mid").isNotNull(), F.col("__dt_mdel")
+    on_old = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
+    probed = probed.observe(on_old, _count(matched & deleting, "deleted"), _count(matched & ~deleting, "updated"))
+    new = source.where(~F.col("__dt_delete"))
+    on_new = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
+    new = new.observe(on_new, _count(F.lit(True), "written"))
+    columns = [quote_column(c) for c in old.columns]
+    rows = probed.where(~matched).select(*columns).unionByName(
+        new.select(*(F.col(quote_column(c.name)) for c in targets), F.col("__dt_rid").alias(ROW_ID_COLUMN))
+        .select(*columns))
+    _replace_all(rows, location)
+    old_counts, new_counts = _observed(on_old), _observed(on_new)
+    if old_counts is None or new_counts is None:
+        return None
+    updated = int(old_counts.get("updated") or 0)
+    return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
+
+
+def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Column]) -> RowCounts | None:
+    """``rewrite`` for a change set too large to broadcast: the old rows full-outer-joined with it on the row id,
+    the change set's values where it has a row, deleted rows left out."""
     o, s = old.alias("o"), source.alias("s")
     joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
     in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()
     deleting = F.coalesce(F.col("s.__dt_delete"), F.lit(False))
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-
-    def count(condition: Any, name: str) -> Any:
-        return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
-
-    joined = joined.observe(observation, count(in_old & in_changes & deleting, "deleted"),
-                            count(in_old & in_changes & ~deleting, "updated"),
-                            count(~in_old & in_changes & ~deleting, "inserted"))
+    joined = joined.observe(observation, _count(in_old & in_changes & deleting, "deleted"),
+                            _count(in_old & in_changes & ~deleting, "updated"),
+                            _count(~in_old & in_changes & ~deleting, "inserted"))
     names = [c.name for c in targets]
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    (rows.select(*(F.col(quote_column(c)) for c in old.columns)).write.format("delta").mode("overwrite")
-     .option("replaceWhere", "true").save(location))  # every row, the table's metadata (clustering) kept
+    _replace_all(rows.select(*(F.col(quote_column(c)) for c in old.columns)), location)
     metrics = _observed(observation)
     if metrics is None:
         return None
     return RowCounts(int(metrics.get("inserted") or 0), int(metrics.get("deleted") or 0),
                      int(metrics.get("updated") or 0))
+
+
+def _count(condition: Any, name: str) -> Any:
+    return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
+
+
+def _replace_all(rows: Any, location: str) -> None:
+    # every row, the table's metadata (clustering) kept
+    rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)
 
 
 def _observed(observation: Any, timeout_s: float = 30.0) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dtables.dynamic import history
+from dtables.dynamic import apply, history
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.testing import assert_same_rows
 from oracle import latest_record, oracle_rows, table_rows
@@ -25,7 +25,7 @@ def check(dt: Any, name: str) -> None:
     assert_same_rows(table_rows(dt, name), oracle_rows(dt, name))
 
 
-def test_create_refresh_incremental_merge_and_append(shop: Any) -> None:
+def test_create_refresh_incremental_merge_and_append(shop: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT id, amount FROM orders WHERE amount > 4")
     first = latest_record(shop, "big")
     assert (first.trigger, first.action, first.state) == ("CREATION", "FULL", "SUCCEEDED")
@@ -41,10 +41,18 @@ def test_create_refresh_incremental_merge_and_append(shop: Any) -> None:
 
     # deleting one copy of a duplicated row deletes exactly that copy (matched on the row id); a small table takes
     # the change set as one overwrite of its patched contents (REWRITE), a large one as a MERGE
-    # round 1 deletes both copies of (3, 5.0) and inserts one back under a new id; round 2 deletes that one
-    for write, operation, limit, counts in (("REWRITE", "WRITE", None, (2, 2, 1)), ("MERGE", "MERGE", "0", (2, 1, 1))):
+    # round 1 deletes both copies of (3, 5.0) and inserts one back under a new id; rounds 2 and 3 delete that one
+    # and insert another. Round 1's REWRITE probes the old rows with the change set's ids broadcast (as for a table
+    # of a megabyte or more); round 3's, on this small table, full-outer-joins them.
+    rounds = (("REWRITE", "WRITE", None, 0, (2, 2, 1)), ("MERGE", "MERGE", "0", None, (2, 1, 1)),
+              ("REWRITE", "WRITE", None, None, (2, 1, 1)))
+    for write, operation, limit, broadcast_from, counts in rounds:
         if limit is not None:
             shop.spark.conf.set("spark.dtables.refresh.rewriteMaxBytes", limit)
+        if broadcast_from is not None:
+            monkeypatch.setattr(apply, "REWRITE_BROADCAST_MIN_BYTES", broadcast_from)
+        else:
+            monkeypatch.undo()
         try:
             shop.sql("DELETE FROM orders WHERE id = 3")
             shop.sql("INSERT INTO orders VALUES (3, 1, 5.0), (5, 1, 9.0)")
@@ -58,7 +66,8 @@ def test_create_refresh_incremental_merge_and_append(shop: Any) -> None:
         assert (rec.rows_inserted, rec.rows_deleted, rec.rows_updated) == counts
         assert rec.frontier_after["default.orders"] > rec.frontier_before["default.orders"]
         check(shop, "big")
-    assert sorted(table_rows(shop, "big")) == [(1, 210.0), (2, 20.0), (3, 5.0), (4, 7.0), (5, 9.0), (5, 9.0)]
+    assert sorted(table_rows(shop, "big")) == [(1, 310.0), (2, 20.0), (3, 5.0), (4, 7.0), (5, 9.0), (5, 9.0),
+                                              (5, 9.0)]
 
 
 def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
