@@ -121,6 +121,31 @@ def test_the_summed_change_of_a_stored_aggregate_is_computed_once() -> None:
     assert len(re.findall(rf"`{summed[0]}`", query.sql(dialect="spark"))) == 3  # defined once, read twice
 
 
+def test_touched_groups_at_the_end_are_read_from_the_whole_aggregate_the_plan_computes_there() -> None:
+    # Q15's shape: the MAX over the sums per key needs every group's sum at I1, and the sums' change recomputes the
+    # touched groups at I1 too (r|I1 restricted to the changed keys, a scan that skips nothing when keys scatter).
+    # Both read one aggregate of r|I1 with the helper columns (count, sum, non-null count): r is read once at I1.
+    sql = ("WITH g AS (SELECT k, sum(v) AS total FROM r GROUP BY k) SELECT s.k, g.total FROM s JOIN g ON s.k = g.k "
+           "WHERE g.total = (SELECT max(total) FROM g)")
+    d = differentiate(build_plan(sql, SCHEMA), stats={"r": ChangeStats(True, True), "s": ChangeStats(False, False)})
+    assert "Δγ at I0 from I1" in d.to_text()
+    query = changes_query(d, Names())
+    text = query.sql(dialect="spark")
+    helpers = [c.alias for c in query.find(exp.With).expressions
+               if "COUNT(*) AS `__cnt`" in c.this.sql(dialect="spark") and c.this.find(exp.Rand) is not None]
+    assert len(helpers) == 1, text
+    # defined once, read by the sums at I1 and at I0 (it less the change) and by the change's touched groups
+    assert len(re.findall(rf"`{helpers[0]}`", text)) == 4
+    # r grouped twice, at I1 (the helper columns) and in the change; never read at I0. Before: four times, at I0,
+    # at I1 and restricted at I1 for the MAX and the change
+    assert text.count("GROUP BY `r.k`") == 2, text
+    assert "snap_r_start" not in _reads(text) and _reads(text)["snap_r_end"] == 1
+    # a plan with no whole aggregate at I1 keeps the restricted read
+    alone = changes_query(differentiate(build_plan("SELECT k, sum(v) AS total FROM r GROUP BY k", SCHEMA),
+                                        stats={"r": ChangeStats(True, True)}), Names()).sql(dialect="spark")
+    assert "COUNT(*) AS `__cnt`" in alone and "LEFT SEMI JOIN" in alone
+
+
 def test_snapshot_query_is_valid_spark_sql_with_quoted_names() -> None:
     plan = build_plan("SELECT r.k AS `odd name`, count(*) AS `count(1)` FROM r GROUP BY r.k", SCHEMA)
     text = snapshot_query(plan, Names(), "end").sql("spark")
@@ -163,8 +188,9 @@ def test_an_aggregate_of_snapshots_read_twice_is_computed_once() -> None:
     # at each end twice (the join's term and the MAX's π-/π+); each is one CTE that Spark computes once (a
     # non-deterministic condition), and the MAX's all-or-nothing restriction stays above it rather than making the
     # MAX's copy a different subtree.
-    sql = ("WITH g AS (SELECT k, sum(v) AS total FROM r GROUP BY k) SELECT s.k, g.total FROM s JOIN g ON s.k = g.k "
-           "WHERE g.total = (SELECT max(total) FROM g)")
+    # (A DOUBLE sum: exact sums are read from one aggregate at I1 instead, see the test below.)
+    sql = ("WITH g AS (SELECT k, sum(CAST(v AS DOUBLE)) AS total FROM r GROUP BY k) SELECT s.k, g.total FROM s "
+           "JOIN g ON s.k = g.k WHERE g.total = (SELECT max(total) FROM g)")
     d = differentiate(build_plan(sql, SCHEMA), stats={"r": ChangeStats(True, True), "s": ChangeStats(False, False)})
     query = changes_query(d, Names())
     ctes = {c.alias: c.this for c in query.find(exp.With).expressions}

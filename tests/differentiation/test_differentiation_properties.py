@@ -49,6 +49,10 @@ QUICK = {
     # TPC-H Q15's shape: the sums at each end computed once for the join and the MAX over them (compile.py)
     "max_of_sums": ("WITH g AS (SELECT k, SUM(v) AS t FROM r GROUP BY k) SELECT s.k, s.w, g.t FROM s JOIN g "
                     "ON s.k = g.k WHERE g.t = (SELECT MAX(t) FROM g)"),
+    # the same with counts and an average: every group's values at I0 and I1 from one aggregate at I1 with the
+    # helper columns (compile.WholeGroups), the averages and counts computed back from them
+    "max_of_counts": ("WITH g AS (SELECT k, COUNT(*) AS c, AVG(v) AS a, COUNT(v) AS cv FROM r GROUP BY k) "
+                      "SELECT s.k, g.c, g.a, g.cv FROM s JOIN g ON s.k = g.k WHERE g.c = (SELECT MAX(c) FROM g)"),
 }
 
 SLOW = {
