@@ -89,12 +89,14 @@ def differentiate(
             raise UnsupportedQuery(f"APPEND_ONLY changes need a monotonic query, but it contains {op}", op)
     stats = dict(stats or {})
     changed = frozenset(t for t in plan.base_tables() if stats.get(t, ChangeStats()).changed)
-    shape = _shape(plan, changed, stats, append_only)
+    kinds = {t: stats.get(t, ChangeStats()) for t in changed}
+    ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan, constraints=constraints,
+                        inserts_only=frozenset(t for t, k in kinds.items() if not k.deletes),
+                        deletes_only=frozenset(t for t, k in kinds.items() if not k.inserts),
+                        moved=tuple(sorted((t, k.moved) for t, k in kinds.items() if k.moved is not None)))
+    shape = _shape(plan, changed, stats, append_only) if ctx.has_changes(plan) else Shape.NO_DATA
     if shape == Shape.NO_DATA:
         return Derivative(plan, Empty(plan), shape, information, constraints=constraints)
-    ctx = DeriveContext(changed=changed, append_only=append_only, state=state, top=plan, constraints=constraints,
-                        inserts_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).deletes),
-                        deletes_only=frozenset(t for t in changed if not stats.get(t, ChangeStats()).inserts))
     delta = replace(Delta(plan), dict(rules), ctx)
     if shape != Shape.MINIMIZE:
         return Derivative(plan, delta, shape, information, constraints=constraints)

@@ -61,6 +61,10 @@ class ChangeStats:
     deletes: bool = True
     added_files: int = 0
     removed_files: int = 0
+    # When known (``dtables.changes.moved``): the interval only updated rows, each keeping its id (none inserted or
+    # deleted outright), and these are the columns (lower case) some update gave another value. A subplan that
+    # reads none of them is the same at both ends, so its change is empty (`DeriveContext.has_changes`).
+    moved: frozenset[str] | None = None
 
     @property
     def changed(self) -> bool:

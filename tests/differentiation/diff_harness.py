@@ -41,8 +41,15 @@ class BaseTable:
     changes: list[tuple[str, str, Row]] = field(default_factory=list)  # (action, row id, values)
 
     def stats(self) -> ChangeStats:
+        """The change kinds, and, as `dtables.changes.moved` finds them, the columns moved when every row the
+        interval touched is at both ends under its id (updates in place only)."""
         actions = {a for a, _, _ in self.changes}
-        return ChangeStats(inserts="INSERT" in actions, deletes="DELETE" in actions)
+        touched = {i for _, i, _ in self.changes}
+        moved = None
+        if touched and all(i in self.start and i in self.end for i in touched):
+            moved = frozenset(c.lower() for n, c in enumerate(self.columns)
+                              if any(self.start[i][n] != self.end[i][n] for i in touched))
+        return ChangeStats(inserts="INSERT" in actions, deletes="DELETE" in actions, moved=moved)
 
 
 def _literal(v: Any) -> str:
