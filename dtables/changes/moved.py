@@ -26,7 +26,7 @@ from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.reader import redundant_delta
-from dtables.changes.shared_reads import value_once
+from dtables.changes.shared_reads import known_value, value_once
 from dtables.spark.sessions import own_session
 
 _WHOLE = "__dtables_whole_rows"
@@ -40,6 +40,9 @@ class MovedColumns:
 
     rows: bool
     columns: frozenset[str]
+    # Those in which every updated row holds another value at the end: a reader comparing one of them sees every
+    # updated row as changed, so pairing its DELETE and INSERT to leave out unchanged rows would leave out none.
+    always: frozenset[str] = frozenset()
 
     def touch(self, read: Collection[str]) -> bool:
         """Whether a reader of only the columns ``read`` sees a change (names compared as Spark resolves them,
@@ -62,9 +65,17 @@ def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns
     removes and adds files, as an UPDATE does) is answered from the log, without the job."""
     if _whole_rows_only(spark, interval):
         return MovedColumns(rows=True, columns=frozenset())
-    key = ("moved_columns", interval.location or interval.table, identity, interval.start_version,
-           interval.end_version)
-    return value_once(spark, key, lambda: _read(spark, interval))
+    return value_once(spark, _key(interval, identity), lambda: _read(spark, interval))
+
+
+def known_moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns | None:
+    """What ``moved_columns`` answered for ``interval`` earlier in this application, without computing it."""
+    return known_value(spark, _key(interval, identity))
+
+
+def _key(interval: Interval, identity: str) -> tuple[Any, ...]:
+    return ("moved_columns", interval.location or interval.table, identity, interval.start_version,
+            interval.end_version)
 
 
 def _whole_rows_only(spark: Any, interval: Interval) -> bool:
@@ -91,10 +102,13 @@ def _moved(delta: Any) -> MovedColumns:
         ((F.count(F.lit(1)) != 2) | (F.min(action) != F.lit(DELETE)) | (F.max(action) != F.lit(INSERT))
          | F.col(ROW_ID).isNull()).alias(_WHOLE),
         *[_differs(f, a, b).alias(f"c{i}") for i, (f, a, b) in enumerate(zip(fields, start, end, strict=True))])
+    # every pair moved column i: a whole-row insert or delete is no pair, it counts as moved
+    every = [F.bool_and(F.col(_WHOLE) | F.col(f"c{i}")).alias(f"a{i}") for i in range(len(fields))]
     row = per_id.agg(F.bool_or(_WHOLE).alias(_WHOLE),
-                     *[F.bool_or(f"c{i}").alias(f"c{i}") for i in range(len(fields))]).collect()[0]
+                     *[F.bool_or(f"c{i}").alias(f"c{i}") for i in range(len(fields))], *every).collect()[0]
     return MovedColumns(rows=bool(row[_WHOLE]),
-                        columns=frozenset(f.name for i, f in enumerate(fields) if row[f"c{i}"]))
+                        columns=frozenset(f.name for i, f in enumerate(fields) if row[f"c{i}"]),
+                        always=frozenset(f.name for i, f in enumerate(fields) if row[f"a{i}"]))
 
 
 def _differs(field: T.StructField, start: Any, end: Any) -> Any:

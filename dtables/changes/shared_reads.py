@@ -92,6 +92,12 @@ def value_once(spark: Any, key: tuple[Hashable, ...], compute: Callable[[], Any]
     return value
 
 
+def known_value(spark: Any, key: tuple[Hashable, ...]) -> Any:
+    """The value ``value_once`` computed under ``key`` in this application, or None."""
+    with _lock:
+        return _values.get(("value", _application(spark), *key))
+
+
 def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
     with _lock:
         name = _kept.get(full_key)

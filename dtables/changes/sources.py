@@ -27,6 +27,7 @@ from dtables.changes.keys import (
     stats_filter,
 )
 from dtables.changes.log import DeltaLog, FileAction
+from dtables.changes.moved import known_moved_columns
 from dtables.changes.reader import direct_snapshots, redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
@@ -49,9 +50,11 @@ SHARE_ENDS = "spark.dtables.refresh.shareEnds"
 class IntervalSources:
     """Snapshots at each interval's start and end version, and redundant deltas between them."""
 
-    def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None):
+    def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None,
+                 identities: Mapping[str, str] | None = None):
         self.spark = spark
         self.intervals = intervals
+        self.identities = identities or {}  # per table, its incarnation (``moved.moved_columns``), where known
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
         self._views: dict[tuple[str, object], str] = {}
         self._logs: dict[str, DeltaLog] = {}
@@ -224,8 +227,17 @@ class IntervalSources:
     def changes(self, table: str) -> str:
         """The table's redundant delta; an update of columns the plan does not read is no change to it."""
         compared = self._read.get(table)
+        if compared is not None and self._every_update_moved(table, compared):
+            compared = None  # no updated row agrees with itself on the compared columns: nothing to leave out
         return self._view(table, ("changes", compared), lambda: redundant_delta(
             self.spark, self.intervals[table], read_once=True, compared=compared))
+
+    def _every_update_moved(self, table: str, compared: frozenset[str]) -> bool:
+        """Whether, as this application already found (``moved.moved_columns``, which planning computes for the
+        sources that updated rows), every row the interval updated moved one of the ``compared`` columns."""
+        identity = self.identities.get(table)
+        moved = None if identity is None else known_moved_columns(self.spark, self.intervals[table], identity)
+        return moved is not None and not {c.lower() for c in moved.always}.isdisjoint(c.lower() for c in compared)
 
 
 def differentiation_stats(spark: Any, interval: Interval) -> diff.ChangeStats:

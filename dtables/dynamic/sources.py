@@ -31,7 +31,7 @@ class RefreshSources(IntervalSources):
     def __init__(self, spark: Any, before: Mapping[str, int], after: Mapping[str, SourceVersion],
                  settings: Any = None):
         super().__init__(spark, {n: Interval(n, before.get(n, s.version), s.version, s.location)
-                                 for n, s in after.items()}, settings)
+                                 for n, s in after.items()}, settings, {n: s.identity for n, s in after.items()})
 
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""
