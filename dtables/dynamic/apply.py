@@ -295,6 +295,9 @@ NOTHING_WRITTEN = RowCounts(0, 0, 0, committed=False)
 # costs less than the broadcast's job; for millions of changed ids no executor must hold them in memory.
 REWRITE_BROADCAST_MIN_BYTES = 1 << 20
 REWRITE_BROADCAST_MAX_ROWS = 1_000_000
+# A table under REWRITE_BROADCAST_MIN_BYTES taking at most this many change rows is written as one file by one task:
+# split into a file per shuffle partition, every later refresh and query opens that many files for a few KB.
+REWRITE_ONE_FILE_MAX_ROWS = 100_000
 
 
 def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: int | None,
@@ -307,7 +310,9 @@ def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: i
     size = DeltaLog(clone, location).size_at(version)
     if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or size is None \
             or size < REWRITE_BROADCAST_MIN_BYTES:
-        return _rewrite_joined(location, old, source, targets)
+        one_file = size is not None and size < REWRITE_BROADCAST_MIN_BYTES and source_rows is not None \
+            and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
+        return _rewrite_joined(location, old, source, targets, one_file=one_file)
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
     ids = source.select(F.col("__dt_rid").alias("__dt_mid"), F.col("__dt_delete").alias("__dt_mdel"))
@@ -330,9 +335,11 @@ def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: i
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
 
 
-def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Column]) -> RowCounts | None:
-    """``rewrite`` for a change set too large to broadcast: the old rows full-outer-joined with it on the row id,
-    the change set's values where it has a row, deleted rows left out."""
+def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Column], *,
+                    one_file: bool = False) -> RowCounts | None:
+    """``rewrite`` for a small table or a change set too large to broadcast: the old rows full-outer-joined with it
+    on the row id, the change set's values where it has a row, deleted rows left out; in one file when
+    ``one_file``."""
     o, s = old.alias("o"), source.alias("s")
     joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
     in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()
@@ -345,7 +352,8 @@ def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Colu
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    _replace_all(rows.select(*(F.col(quote_column(c)) for c in old.columns)), location)
+    rows = rows.select(*(F.col(quote_column(c)) for c in old.columns))
+    _replace_all(rows.coalesce(1) if one_file else rows, location)
     metrics = _observed(observation)
     if metrics is None:
         return None

@@ -68,6 +68,9 @@ def test_create_refresh_incremental_merge_and_append(shop: Any, monkeypatch: pyt
         check(shop, "big")
     assert sorted(table_rows(shop, "big")) == [(1, 310.0), (2, 20.0), (3, 5.0), (4, 7.0), (5, 9.0), (5, 9.0),
                                               (5, 9.0)]
+    # round 3's REWRITE of this small table wrote it as one file, not one per shuffle partition
+    detail = shop.spark.sql(f"DESCRIBE DETAIL delta.`{shop.catalog.lookup('big')['location']}`").first()
+    assert detail["numFiles"] == 1
 
 
 def test_no_data_refresh_launches_no_spark_job(shop: Any) -> None:
