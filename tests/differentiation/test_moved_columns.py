@@ -69,7 +69,7 @@ def updated_in_place(draw: Any) -> dict[str, BaseTable]:
     return {"r": _table(SCHEMA["r"], r0, r1), "s": _table(SCHEMA["s"], s0, s1)}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(interval=updated_in_place())
 def test_subplans_left_unchanged_by_in_place_updates_keep_the_oracle(tables: Any,
