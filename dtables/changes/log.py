@@ -343,6 +343,15 @@ class DeltaLog:
             return None
         return tuple(FileAction.from_json("add", f) for f in files)
 
+    def set_transactions_at(self, version: int) -> dict[str, int] | None:
+        """appId -> version of the table's ``txn`` actions at ``version`` from its checksum (Delta lists them there
+        for tables with few), or None without such a list."""
+        crc = self._checksum(version)
+        listed = crc.get("setTransactions") if crc else None
+        if listed is None:
+            return None
+        return {str(t["appId"]): int(t["version"]) for t in listed}
+
     def _checksum(self, version: int) -> dict[str, Any] | None:
         text = self._storage.read_text(f"{LOG_DIR}/{version:020d}.crc")
         return json.loads(text) if text else None

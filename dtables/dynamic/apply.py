@@ -37,7 +37,7 @@ from dtables.changes.log import DeltaLog
 from dtables.changes.reader import table_at
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
-from dtables.dynamic import layout
+from dtables.dynamic import layout, overwrite
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
@@ -148,9 +148,8 @@ def merge_statement(location: str, source: str, targets: Sequence[Column],
                      whens=exp.Whens(expressions=[matched_delete, update, insert]))
 
 
-def _same_schema(clone: Any, location: str, df: Any) -> bool:
+def _same_schema(log: DeltaLog, df: Any) -> bool:
     """Whether ``df`` has the table's columns (names and types, in order) at its latest version."""
-    log = DeltaLog(clone, location)
     table = T.StructType.fromJson(json.loads(log.metadata_at(log.latest_version).schema_json))
     return [(f.name, f.dataType) for f in table.fields] == [(f.name, f.dataType) for f in df.schema.fields]
 
@@ -159,8 +158,9 @@ def _overwrite(clone: Any, location: str, df: Any, by_row_id: bool, settings: An
     """Replace every row of the table with ``df`` in one commit, keeping its clustering (module docstring)."""
     if by_row_id:  # the MERGEs that follow skip the files of other ids
         df = layout.by_row_id(df, settings)
-    if _same_schema(clone, location, df):
-        df.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)
+    log = DeltaLog(clone, location)
+    if _same_schema(log, df):
+        _replace_all(df, location, overwrite.start(clone, location, log.latest_version))
         return
     clustered = layout.clustering_columns(clone, location)
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
@@ -222,10 +222,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
-        changed = _computed_once(_sql(clone, source))
-        if changed is None:
-            return NOTHING_WRITTEN
-        return rewrite(clone, location, state_version, *changed, targets)
+        return rewrite(clone, location, state_version, _sql(clone, source), targets)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
     computed = _computed_once(_sql(clone, source))
     if computed is None:
@@ -300,19 +297,40 @@ REWRITE_BROADCAST_MAX_ROWS = 1_000_000
 REWRITE_ONE_FILE_MAX_ROWS = 100_000
 
 
-def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: int | None,
-            targets: Sequence[Column]) -> RowCounts | None:
+def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequence[Column]) -> RowCounts | None:
     """The table's new contents in one overwrite: its rows at ``version`` (its latest) whose row id the change set
-    (one row per row id, deletes flagged) does not hold, and the change set's rows that are not deletes. For a small
-    table one pass that reads and writes it whole is cheaper than a MERGE's several (find the touched files, then
-    rewrite them). The counts are observed during that pass (no extra Spark job)."""
+    ``changes`` (one row per row id, deletes flagged) does not hold, and the change set's rows that are not deletes.
+    For a small table one pass that reads and writes it whole is cheaper than a MERGE's several (find the touched
+    files, then rewrite them). The counts are observed during that pass (no extra Spark job); ``NOTHING_WRITTEN``
+    where the change set is empty.
+
+    A table under ``REWRITE_BROADCAST_MIN_BYTES`` committed directly (``overwrite.py``) takes it all in one Spark
+    job: the change set is computed inside the write, which is committed only if it held a row. Otherwise the change
+    set is computed once first (``_computed_once``: counted, and read twice by the broadcast join below)."""
     old = table_at(clone, location, version)
     size = DeltaLog(clone, location).size_at(version)
-    if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or size is None \
-            or size < REWRITE_BROADCAST_MIN_BYTES:
-        one_file = size is not None and size < REWRITE_BROADCAST_MIN_BYTES and source_rows is not None \
-            and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
-        return _rewrite_joined(location, old, source, targets, one_file=one_file)
+    direct = overwrite.start(clone, location, version)
+    small = size is not None and size < REWRITE_BROADCAST_MIN_BYTES
+    if direct is not None and small:
+        # one file: its change set is not counted first (that would be a job of its own), so the limit on
+        # REWRITE_ONE_FILE_MAX_ROWS is not known here; a large change into a table this small is rare
+        rows, observation = _joined_rows(old, changes, targets)
+        direct.write(rows.coalesce(1))
+        metrics = _observed(observation)
+        if metrics is not None and not int(metrics.get("changes") or 0):
+            direct.abandon()
+            return NOTHING_WRITTEN
+        direct.commit()
+        return _joined_counts(metrics)
+    computed = _computed_once(changes)
+    if computed is None:
+        return NOTHING_WRITTEN
+    source, source_rows = computed
+    if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or small or size is None:
+        rows, observation = _joined_rows(old, source, targets)
+        one_file = small and source_rows is not None and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
+        _replace_all(rows.coalesce(1) if one_file else rows, location, direct)
+        return _joined_counts(_observed(observation))
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
     ids = source.select(F.col("__dt_rid").alias("__dt_mid"), F.col("__dt_delete").alias("__dt_mdel"))
@@ -327,7 +345,7 @@ def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: i
     rows = probed.where(~matched).select(*columns).unionByName(
         new.select(*(F.col(quote_column(c.name)) for c in targets), F.col("__dt_rid").alias(ROW_ID_COLUMN))
         .select(*columns))
-    _replace_all(rows, location)
+    _replace_all(rows, location, direct)
     old_counts, new_counts = _observed(on_old), _observed(on_new)
     if old_counts is None or new_counts is None:
         return None
@@ -335,11 +353,10 @@ def rewrite(clone: Any, location: str, version: int, source: Any, source_rows: i
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
 
 
-def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Column], *,
-                    one_file: bool = False) -> RowCounts | None:
-    """``rewrite`` for a small table or a change set too large to broadcast: the old rows full-outer-joined with it
-    on the row id, the change set's values where it has a row, deleted rows left out; in one file when
-    ``one_file``."""
+def _joined_rows(old: Any, source: Any, targets: Sequence[Column]) -> tuple[Any, Observation]:
+    """``rewrite`` for a small table or a change set too large to broadcast: the old rows full-outer-joined with the
+    change set on the row id, the change set's values where it has a row, deleted rows left out; and the
+    observation that counts the change set's rows and what they did."""
     o, s = old.alias("o"), source.alias("s")
     joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
     in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()
@@ -347,14 +364,15 @@ def _rewrite_joined(location: str, old: Any, source: Any, targets: Sequence[Colu
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     joined = joined.observe(observation, _count(in_old & in_changes & deleting, "deleted"),
                             _count(in_old & in_changes & ~deleting, "updated"),
-                            _count(~in_old & in_changes & ~deleting, "inserted"))
+                            _count(~in_old & in_changes & ~deleting, "inserted"), _count(in_changes, "changes"))
     names = [c.name for c in targets]
     rows = joined.where(~deleting).select(
         *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
         F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    rows = rows.select(*(F.col(quote_column(c)) for c in old.columns))
-    _replace_all(rows.coalesce(1) if one_file else rows, location)
-    metrics = _observed(observation)
+    return rows.select(*(F.col(quote_column(c)) for c in old.columns)), observation
+
+
+def _joined_counts(metrics: Mapping[str, Any] | None) -> RowCounts | None:
     if metrics is None:
         return None
     return RowCounts(int(metrics.get("inserted") or 0), int(metrics.get("deleted") or 0),
@@ -365,8 +383,13 @@ def _count(condition: Any, name: str) -> Any:
     return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
 
 
-def _replace_all(rows: Any, location: str) -> None:
-    # every row, the table's metadata (clustering) kept
+def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None) -> None:
+    """Every row of the table replaced by ``rows``, its metadata (clustering) kept: committed ``direct``ly where
+    it could begin, else by Delta's writer (which rebuilds the snapshot's state to list the files it removes)."""
+    if direct is not None:
+        direct.write(rows)
+        direct.commit()
+        return
     rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dtables.dynamic import apply, history
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
+from dtables.spark.fs import local_path
 from dtables.testing import assert_same_rows
 from oracle import latest_record, oracle_rows, table_rows
 
@@ -311,15 +313,19 @@ def test_a_change_that_moves_no_row_writes_no_commit(dt: Any, write: str) -> Non
     def latest_version() -> int:
         return dt.spark.sql(f"DESCRIBE HISTORY delta.`{location}` LIMIT 1").first()["version"]
 
+    def data_files() -> set[str]:
+        return {p.name for p in Path(local_path(location)).glob("*.parquet")}
+
     if write == "MERGE":
         dt.spark.conf.set("spark.dtables.refresh.rewriteMaxBytes", "0")
     try:
-        before, version = latest_record(dt, "tops"), latest_version()
+        before, version, files = latest_record(dt, "tops"), latest_version(), data_files()
         dt.sql("INSERT INTO t VALUES (1, -3), (2, NULL)")  # filtered out: the change set is empty
         [rec] = dt.refresh("tops")
         assert (rec.action, rec.state, rec.write_kind) == ("INCREMENTAL", "SUCCEEDED", "NONE"), rec.error
         assert "nothing written" in rec.reason and rec.target_version == before.target_version
         assert latest_version() == version and rec.data_timestamp > before.data_timestamp
+        assert data_files() == files  # a REWRITE that wrote its files before finding nothing to commit deleted them
         assert_same_rows(table_rows(dt, "tops"), oracle_rows(dt, "tops"))
         dt.sql("INSERT INTO t VALUES (1, 9)")
         [rec] = dt.refresh("tops")
