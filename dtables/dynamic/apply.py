@@ -160,7 +160,7 @@ def _overwrite(clone: Any, location: str, df: Any, by_row_id: bool, settings: An
         df = layout.by_row_id(df, settings)
     log = DeltaLog(clone, location)
     if _same_schema(log, df):
-        _replace_all(df, location, overwrite.start(clone, location, log.latest_version))
+        _replace_all(df, location, overwrite.start(clone, location))
         return
     clustered = layout.clustering_columns(clone, location)
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
@@ -309,7 +309,7 @@ def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequ
     set is computed once first (``_computed_once``: counted, and read twice by the broadcast join below)."""
     old = table_at(clone, location, version)
     size = DeltaLog(clone, location).size_at(version)
-    direct = overwrite.start(clone, location, version)
+    direct = overwrite.start(clone, location)
     small = size is not None and size < REWRITE_BROADCAST_MIN_BYTES
     if direct is not None and small:
         # one file: its change set is not counted first (that would be a job of its own), so the limit on

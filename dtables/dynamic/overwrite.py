@@ -12,7 +12,7 @@ nothing and deletes them.
 
 The session's idempotent-write settings (``idempotent.py``) become the commit's ``txn`` action and
 ``userMetadata`` as Delta's writer makes them. Used only where the session reaches the JVM (not Spark Connect), the
-transaction starts at the version the files were listed for and no listed file has a deletion vector; elsewhere
+checksum of the version the transaction starts at lists its files and none has a deletion vector; elsewhere
 ``start`` returns None and the caller writes through Delta's DataFrame writer.
 """
 
@@ -76,12 +76,17 @@ class Overwrite:
         return (json.dumps({"txn": {"appId": app, "version": version, "lastUpdated": int(time.time() * 1000)}}),)
 
 
-def start(spark: Any, location: str, version: int) -> Overwrite | None:
-    """An overwrite of the table at ``location`` whose latest version is ``version``, or None where Delta's
-    DataFrame writer must do it (module docstring); also None where the checksum does not list the table's ``txn``
-    actions or lists the session's idempotent write as done (Delta's writer then skips it as it does)."""
+def start(spark: Any, location: str) -> Overwrite | None:
+    """An overwrite of the table at ``location`` as of its latest version (the transaction's), replacing every file
+    of that version as Delta's writer would, or None where that writer must do it (module docstring); also None
+    where the checksum does not list the table's ``txn`` actions or lists the session's idempotent write as done
+    (Delta's writer then skips it as it does)."""
     if getattr(spark, "_jsparkSession", None) is None:
         return None
+    jvm = spark._jvm
+    with _active(spark):
+        txn = getattr(jvm, _DELTA).DeltaLog.forTable(spark._jsparkSession, location).startTransaction()
+    version = int(txn.snapshot().version())
     log = DeltaLog(spark, location)
     files = log.files_at(version)
     if files is None or any(f.has_deletion_vector for f in files):
@@ -92,12 +97,7 @@ def start(spark: Any, location: str, version: int) -> Overwrite | None:
         done = log.set_transactions_at(version)
         if done is None or done.get(app, -1) >= txn_version:
             return None
-    jvm = spark._jvm
-    with _active(spark):
-        txn = getattr(jvm, _DELTA).DeltaLog.forTable(spark._jsparkSession, location).startTransaction()
-        if int(txn.snapshot().version()) != version:
-            return None
-        txn.readWholeTable()  # a concurrent commit that adds files fails this one, as Delta's overwrite does
+    txn.readWholeTable()  # a concurrent commit that adds files fails this one, as Delta's overwrite does
     now = int(time.time() * 1000)
     return Overwrite(spark, location, version, txn, tuple(_remove(f, now) for f in files))
 

@@ -15,7 +15,10 @@ from pyspark.sql import functions as F
 from dtables.changes.idempotent import committed, idempotent_session
 from dtables.changes.log import DeltaLog
 from dtables.dynamic import overwrite
+from dtables.spark.fs import local_path
 from dtables.spark.sessions import own_session
+from dtables.testing import assert_same_rows
+from oracle import oracle_rows, table_rows
 
 
 def _table(spark: Any, tmp_path: Path, commits: int = 3) -> str:
@@ -56,7 +59,7 @@ def test_an_overwrite_commits_new_files_and_removes_the_listed_ones_without_rebu
     assert before
     with idempotent_session(spark, "app-a", 5, '{"who": "test"}') as clone:
         jobs = _job_count(clone)
-        direct = overwrite.start(clone, location, version)
+        direct = overwrite.start(clone, location)
         assert direct is not None
         counted = Observation("test_overwrite_rows")
         direct.write(clone.range(1000, 1006).selectExpr("id", "id * 5 AS v")
@@ -80,21 +83,20 @@ def test_an_overwrite_commits_new_files_and_removes_the_listed_ones_without_rebu
 def test_an_idempotent_write_already_committed_is_left_to_delta_which_skips_it(spark: Any, tmp_path: Path) -> None:
     location = _table(spark, tmp_path)
     with idempotent_session(spark, "app-b", 3) as clone:
-        direct = overwrite.start(clone, location, DeltaLog(spark, location).latest_version)
+        direct = overwrite.start(clone, location)
         assert direct is not None
         direct.write(clone.range(1).selectExpr("id", "id AS v"))
         direct.commit()
     with idempotent_session(spark, "app-b", 3) as clone:
-        assert overwrite.start(clone, location, DeltaLog(spark, location).latest_version) is None
+        assert overwrite.start(clone, location) is None
     with idempotent_session(spark, "app-b", 4) as clone:
-        assert overwrite.start(clone, location, DeltaLog(spark, location).latest_version) is not None
+        assert overwrite.start(clone, location) is not None
 
 
 def test_a_commit_that_raced_another_fails_and_loses_no_row(spark: Any, tmp_path: Path) -> None:
     location = _table(spark, tmp_path)
-    version = DeltaLog(spark, location).latest_version
     with own_session(spark) as clone:
-        direct = overwrite.start(clone, location, version)
+        direct = overwrite.start(clone, location)
         assert direct is not None
         direct.write(clone.range(500, 502).selectExpr("id", "id AS v"))
         spark.range(900, 901).selectExpr("id", "id AS v").write.format("delta").mode("append").save(location)
@@ -106,11 +108,29 @@ def test_a_commit_that_raced_another_fails_and_loses_no_row(spark: Any, tmp_path
 def test_tables_it_cannot_take_go_back_to_deltas_writer(spark: Any, tmp_path: Path) -> None:
     location = _table(spark, tmp_path)
     version = DeltaLog(spark, location).latest_version
-    with own_session(spark) as clone:
-        assert overwrite.start(clone, location, version - 1) is None  # not the latest version
     spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.range(200, 250).coalesce(1).selectExpr("id", "id AS v").write.format("delta").mode("append").save(location)
     spark.sql(f"DELETE FROM delta.`{location}` WHERE id = 207")
     assert any(f.has_deletion_vector for f in DeltaLog(spark, location).files_at(version + 3) or ())
     with own_session(spark) as clone:  # a file with a deletion vector: its remove must name the vector
-        assert overwrite.start(clone, location, DeltaLog(spark, location).latest_version) is None
+        assert overwrite.start(clone, location) is None
+
+
+def test_the_first_incremental_refresh_after_create_commits_directly(dt: Any) -> None:
+    """The table's latest commit is then its CLUSTER BY, not the refresh that wrote the rows the REWRITE reads: the
+    overwrite replaces the files of the latest version, as Delta's writer does."""
+    dt.sql("CREATE TABLE s (k INT, v INT)")
+    dt.sql("INSERT INTO s VALUES (1, 5), (2, 7), (1, NULL)")
+    dt.sql("CREATE DYNAMIC TABLE g TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
+           "SELECT k, count(*) AS n, sum(v) AS total FROM s GROUP BY k")
+    location = dt.catalog.lookup("g")["location"]
+    log = DeltaLog(dt.spark, location)
+    assert log.commit(log.latest_version).operation == "CLUSTER BY"
+    dt.sql("INSERT INTO s VALUES (2, 1), (3, 3)")
+    dt.sql("DELETE FROM s WHERE k = 1 AND v IS NULL")
+    [rec] = dt.refresh("g")
+    assert (rec.action, rec.write_kind) == ("INCREMENTAL", "REWRITE"), rec.error
+    text = (Path(local_path(location)) / "_delta_log" / f"{rec.target_version:020d}.json").read_text()
+    info = next(json.loads(line)["commitInfo"] for line in text.splitlines() if line.startswith('{"commitInfo"'))
+    assert info["operationParameters"] == {"mode": "Overwrite"}  # Delta's writer adds its replaceWhere predicate
+    assert_same_rows(table_rows(dt, "g"), oracle_rows(dt, "g"))
