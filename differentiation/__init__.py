@@ -6,7 +6,7 @@ from differentiation.build import build_plan
 from differentiation.columns import columns_read
 from differentiation.derive import Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
-from differentiation.delta_nodes import KeyFilter, KeyProbe
+from differentiation.delta_nodes import KeyFilter, KeyProbe, Snapshot
 from differentiation.output import changes_query, explain, key_probes, snapshot_query
 from differentiation.prune import PruneSite
 from differentiation.rules import RULES
@@ -15,7 +15,7 @@ from differentiation.support import incremental_reason
 from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 __all__ = [
-    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Sources",
-    "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
+    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Snapshot",
+    "Sources", "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
     "incremental_reason", "key_probes", "snapshot_query",
 ]

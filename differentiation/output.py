@@ -3,14 +3,14 @@ text."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
 from differentiation.build import build_plan
 from differentiation import ends, prune
 from differentiation.compile import compile_plan, pushed
-from differentiation.delta_nodes import At, KeyFilter, KeyProbe
+from differentiation.delta_nodes import At, KeyFilter, KeyProbe, Snapshot
 from differentiation.derive import Derivative, differentiate
 from differentiation.plan import Node
 from differentiation.prune import PruneSite
@@ -28,14 +28,17 @@ def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
-                  broadcast_keys: bool = False, share_ends: bool = False) -> exp.Select:
+                  broadcast_keys: bool = False, share_ends: bool = False,
+                  whole: Callable[[Snapshot], bool] = lambda leaf: False) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
     ISUPDATE is computed last, over the minimum delta: true exactly when a DELETE and an INSERT
     share a row id. Shapes without consolidation (ADDED_ONLY, REMOVED_ONLY, NO_DATA) hold one action
     only, so ISUPDATE is false there, as it always is for APPEND_ONLY. `keys`: the values the caller read for
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
-    `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint).
+    `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint), and
+    the state side of a join term is restricted to the keys of the change reads, unless its snapshots are all
+    ones to read `whole` (tables Spark broadcasts as they are: `prune.restrict_terms`).
     `share_ends`: a table the plan reads restricted at both ends of the interval is read once for both
     (`ends.py`; `Sources.ends`), for small changes too.
     """
@@ -44,7 +47,7 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
         plan = prune.prune_keys(plan, keys, d.constraints)
     plan = prune.widen_key_sets(plan)
     if broadcast_keys:
-        plan = prune.restrict_terms(plan)
+        plan = prune.restrict_terms(plan, whole)
     plan = prune.unify_key_sets(plan)
     if share_ends:
         plan = ends.share_ends(plan)

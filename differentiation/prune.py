@@ -332,7 +332,7 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], constraints: C
     return rewrite(plan)
 
 
-def restrict_terms(plan: Node) -> Node:
+def restrict_terms(plan: Node, whole: Callable[[Snapshot], bool] = lambda leaf: False) -> Node:
     """`plan` (pushed) with the state side of every join term ΔQ ⋈ R (inner, semi, anti; R one snapshot, filtered,
     projected, joined with others or grouped by the key, as a key restriction commutes with) whose key comes
     straight from change reads restricted to the keys those reads hold (`R ⋉k πk(reads)`).
@@ -340,14 +340,18 @@ def restrict_terms(plan: Node) -> Node:
     A superset of ΔQ's keys (it ignores filters on the way), so every row of R that can match stays. Meant for
     broadcast key sets (`compile_plan(..., broadcast_keys=True)`): R is then filtered as it is scanned, where Spark,
     unable to size ΔQ without adaptive execution, would shuffle all of R to meet it. Literal key filters
-    (`prune_keys`) skip files; this skips the shuffle when the keys are scattered over every file."""
+    (`prune_keys`) skip files; this skips the shuffle when the keys are scattered over every file.
+
+    A side whose every snapshot is one the caller reads `whole` (a table so small that Spark broadcasts it as it
+    is) stays unrestricted: its restriction would cost a job of its own (the change's distinct keys shuffled and
+    broadcast) to narrow a read that costs less."""
     def rewrite(node: Node) -> Node:
         node = map_children(node, rewrite)
         if not isinstance(node, Join):
             return node
         for delta, state, a, b in _term_keys(node):
             reads = _reads_of(delta, a)
-            if not reads or _leaf_of(state, b) is None:
+            if not reads or _leaf_of(state, b) is None or _all_whole(state, whole):
                 continue
             keys = KeySet(tuple(r for r, _ in reads), tuple((Scalar(col(c)),) for _, c in reads))
             restricted = push_restrictions(Restrict(state, ((Scalar(col(b)),),), keys))
@@ -355,6 +359,10 @@ def restrict_terms(plan: Node) -> Node:
         return node
 
     return rewrite(plan)
+
+
+def _all_whole(state: Node, whole: Callable[[Snapshot], bool]) -> bool:
+    return all(whole(n) for n in each_once(state) if isinstance(n, Snapshot))
 
 
 def widen_key_sets(plan: Node) -> Node:

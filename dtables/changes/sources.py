@@ -45,6 +45,11 @@ DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
 # both (differentiation/ends.py). Off by default: on TPC-H SF 1 RF2 it saved no time in sum (bench/README.md), the
 # shared read's shuffle costing about what the second scan did.
 SHARE_ENDS = "spark.dtables.refresh.shareEnds"
+# With such small changes a join term's table smaller than this (its files at the version read) is read whole, not
+# restricted to the change's keys first (differentiation.prune.restrict_terms): Spark broadcasts a table that small
+# as it is, and the restriction cost a Spark job of its own (the change's distinct keys shuffled, then broadcast).
+RESTRICT_MIN_BYTES = "spark.dtables.refresh.restrictTermsMinBytes"
+DEFAULT_RESTRICT_MIN_BYTES = 1 << 20
 
 
 class IntervalSources:
@@ -134,7 +139,13 @@ class IntervalSources:
         small = self.small_change()
         share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
-                                  broadcast_keys=small, share_ends=share)
+                                  broadcast_keys=small, share_ends=share, whole=self._read_whole)
+
+    def _read_whole(self, leaf: diff.Snapshot) -> bool:
+        """Whether a join term reads ``leaf``'s table whole rather than restricted to the change's keys."""
+        least = int(self.settings.conf.get(RESTRICT_MIN_BYTES, str(DEFAULT_RESTRICT_MIN_BYTES)))
+        size = self._bytes(leaf.scan.table, leaf.when)
+        return size is not None and size < least
 
     def small_change(self) -> bool:
         """Whether the intervals changed at most ``spark.dtables.refresh.broadcastKeysMaxRows`` rows (logs only)."""

@@ -74,6 +74,25 @@ def test_join_terms_restrict_their_snapshot_to_the_change_reads_keys() -> None:
     assert restricted("SELECT r.v, s.w FROM r JOIN s ON r.k + 1 = s.k") == set()
 
 
+def test_a_join_terms_side_read_whole_is_not_restricted() -> None:
+    from differentiation.prune import restrict_terms
+
+    plan = pushed(differentiate(build_plan("SELECT r.v, s.w FROM r JOIN s ON r.k = s.k", SCHEMA)).plan)
+
+    def restricted(whole: set[str]) -> set[str]:
+        out = restrict_terms(plan, lambda leaf: leaf.scan.table in whole)
+        return {_over(n) for n in out.walk() if isinstance(n, Restrict)}
+
+    assert restricted(set()) == {"s@end", "r@start"}
+    assert restricted({"s"}) == {"r@start"}  # Δr ⋈ s@I1 reads s whole; r@I0 ⋈ Δs still reads r by Δs's keys
+    assert restricted({"r", "s"}) == set()
+    # a side joining several tables stays restricted unless every one of them is read whole
+    three = pushed(differentiate(build_plan(
+        "SELECT r.v, s.w, t.x FROM r JOIN s ON r.k = s.k JOIN t ON s.k = t.k", SCHEMA)).plan)
+    kept = restrict_terms(three, lambda leaf: leaf.scan.table == "s")
+    assert any(_over(n) == "t@end" for n in kept.walk() if isinstance(n, Restrict))
+
+
 def test_both_ends_of_a_restricted_table_become_one_read() -> None:
     from differentiation.delta_nodes import BothEnds, EndOf
     from differentiation.ends import share_ends
