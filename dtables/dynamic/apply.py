@@ -44,6 +44,8 @@ from dtables.dynamic.vocabulary import Write
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
+REWRITE_OLD_VIEW = "__dt_rewrite_old"  # a REWRITE's old rows, joined with its change set (same session)
+REWRITE_SOURCE_VIEW = "__dt_rewrite_source"  # a REWRITE's change set once computed (same session)
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
-        return rewrite(clone, location, state_version, _sql(clone, source), targets)
+        return rewrite(clone, location, state_version, source, targets)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
     computed = _computed_once(_sql(clone, source))
     if computed is None:
@@ -297,9 +299,11 @@ REWRITE_BROADCAST_MAX_ROWS = 1_000_000
 REWRITE_ONE_FILE_MAX_ROWS = 100_000
 
 
-def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequence[Column]) -> RowCounts | None:
+def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
+            targets: Sequence[Column]) -> RowCounts | None:
     """The table's new contents in one overwrite: its rows at ``version`` (its latest) whose row id the change set
-    ``changes`` (one row per row id, deletes flagged) does not hold, and the change set's rows that are not deletes.
+    ``changes`` (a query: one row per row id, deletes flagged) does not hold, and the change set's rows that are not
+    deletes.
     For a small table one pass that reads and writes it whole is cheaper than a MERGE's several (find the touched
     files, then rewrite them). The counts are observed during that pass (no extra Spark job); ``NOTHING_WRITTEN``
     where the change set is empty.
@@ -314,7 +318,7 @@ def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequ
     if direct is not None and small:
         # one file: its change set is not counted first (that would be a job of its own), so the limit on
         # REWRITE_ONE_FILE_MAX_ROWS is not known here; a large change into a table this small is rare
-        rows, observation = _joined_rows(old, changes, targets)
+        rows, observation = _joined_rows(clone, old, changes, targets)
         direct.write(rows.coalesce(1))
         metrics = _observed(observation)
         if metrics is not None and not int(metrics.get("changes") or 0):
@@ -322,12 +326,13 @@ def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequ
             return NOTHING_WRITTEN
         direct.commit()
         return _joined_counts(metrics)
-    computed = _computed_once(changes)
+    computed = _computed_once(_sql(clone, changes))
     if computed is None:
         return NOTHING_WRITTEN
     source, source_rows = computed
     if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or small or size is None:
-        rows, observation = _joined_rows(old, source, targets)
+        source.createOrReplaceTempView(REWRITE_SOURCE_VIEW)
+        rows, observation = _joined_rows(clone, old, exp.select(exp.Star()).from_(REWRITE_SOURCE_VIEW), targets)
         one_file = small and source_rows is not None and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
         _replace_all(rows.coalesce(1) if one_file else rows, location, direct)
         return _joined_counts(_observed(observation))
@@ -353,23 +358,42 @@ def rewrite(clone: Any, location: str, version: int, changes: Any, targets: Sequ
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
 
 
-def _joined_rows(old: Any, source: Any, targets: Sequence[Column]) -> tuple[Any, Observation]:
+def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Column]) -> tuple[Any, Observation]:
     """``rewrite`` for a small table or a change set too large to broadcast: the old rows full-outer-joined with the
     change set on the row id, the change set's values where it has a row, deleted rows left out; and the
-    observation that counts the change set's rows and what they did."""
-    o, s = old.alias("o"), source.alias("s")
-    joined = o.join(s, F.col(f"o.`{ROW_ID_COLUMN}`") == F.col("s.__dt_rid"), "full_outer")
-    in_old, in_changes = F.col(f"o.`{ROW_ID_COLUMN}`").isNotNull(), F.col("s.__dt_rid").isNotNull()
-    deleting = F.coalesce(F.col("s.__dt_delete"), F.lit(False))
+    observation that counts the change set's rows and what they did.
+
+    One SQL statement over the old rows (``REWRITE_OLD_VIEW``) and the change set's query, not DataFrame operations
+    on the change set's: each of those analyses the whole change plan again (0.1-0.3 s on TPC-H's plans)."""
+    old.createOrReplaceTempView(REWRITE_OLD_VIEW)
+    in_old, in_changes = exp.Not(this=exp.Is(this=col(ROW_ID_COLUMN, "o"), expression=exp.null())), \
+        exp.Not(this=exp.Is(this=col("__dt_rid", "s"), expression=exp.null()))
+    names = {c.name for c in targets}
+
+    def value(name: str) -> exp.Expr:
+        new = col("__dt_rid", "s") if name == ROW_ID_COLUMN else col(name, "s") if name in names else None
+        if new is None:
+            raise ValueError(f"the change set has no column {name!r} of the table")
+        return alias(exp.Case(ifs=[exp.If(this=in_changes.copy(), true=new)], default=col(name, "o")), name)
+
+    inner = source.copy()
+    ctes = inner.args.get("with_")
+    inner.set("with_", None)
+    joined = (exp.select(*(value(c) for c in old.columns), alias(in_old, "__dt_in_old"),
+                         alias(in_changes.copy(), "__dt_in_changes"),
+                         alias(exp.func("coalesce", col("__dt_delete", "s"), exp.false()), "__dt_deleting"))
+              .from_(exp.Table(this=ident(REWRITE_OLD_VIEW), alias=exp.TableAlias(this=ident("o"))))
+              .join(inner.subquery("s"), on=exp.EQ(this=col(ROW_ID_COLUMN, "o"), expression=col("__dt_rid", "s")),
+                    join_type="FULL OUTER"))
+    if ctes is not None:
+        joined.set("with_", ctes)
+    flags = _sql(clone, joined)
+    was, now, deleting = F.col("__dt_in_old"), F.col("__dt_in_changes"), F.col("__dt_deleting")
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-    joined = joined.observe(observation, _count(in_old & in_changes & deleting, "deleted"),
-                            _count(in_old & in_changes & ~deleting, "updated"),
-                            _count(~in_old & in_changes & ~deleting, "inserted"), _count(in_changes, "changes"))
-    names = [c.name for c in targets]
-    rows = joined.where(~deleting).select(
-        *(F.when(in_changes, F.col(f"s.`{n}`")).otherwise(F.col(f"o.`{n}`")).alias(n) for n in names),
-        F.when(in_changes, F.col("s.__dt_rid")).otherwise(F.col(f"o.`{ROW_ID_COLUMN}`")).alias(ROW_ID_COLUMN))
-    return rows.select(*(F.col(quote_column(c)) for c in old.columns)), observation
+    flags = flags.observe(observation, _count(was & now & deleting, "deleted"),
+                          _count(was & now & ~deleting, "updated"), _count(~was & now & ~deleting, "inserted"),
+                          _count(now, "changes"))
+    return flags.where(~deleting).select(*(F.col(quote_column(c)) for c in old.columns)), observation
 
 
 def _joined_counts(metrics: Mapping[str, Any] | None) -> RowCounts | None:
