@@ -120,12 +120,21 @@ def _sql(clone: Any, query: exp.Expr) -> Any:
 def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
     """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement (Spark 4.2 fails on some
     nested ones)."""
-    ctes = query.args.get("with_")
+    inner, ctes = _without_ctes(query)
+    return _with_ctes(exp.select(*items).from_(inner.subquery("q")), ctes)
+
+
+def _without_ctes(query: exp.Select) -> tuple[exp.Select, exp.Expr | None]:
+    """A copy of ``query`` without its WITH clause, and that clause (to put on the statement it is nested in)."""
     inner = query.copy()
+    ctes = inner.args.get("with_")
     inner.set("with_", None)
-    outer = exp.select(*items).from_(inner.subquery("q"))
+    return inner, ctes
+
+
+def _with_ctes(outer: exp.Select, ctes: exp.Expr | None) -> exp.Select:
     if ctes is not None:
-        outer.set("with_", ctes.copy())
+        outer.set("with_", ctes)
     return outer
 
 
@@ -376,18 +385,14 @@ def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Col
             raise ValueError(f"the change set has no column {name!r} of the table")
         return alias(exp.Case(ifs=[exp.If(this=in_changes.copy(), true=new)], default=col(name, "o")), name)
 
-    inner = source.copy()
-    ctes = inner.args.get("with_")
-    inner.set("with_", None)
+    inner, ctes = _without_ctes(source)
     joined = (exp.select(*(value(c) for c in old.columns), alias(in_old, "__dt_in_old"),
                          alias(in_changes.copy(), "__dt_in_changes"),
                          alias(exp.func("coalesce", col("__dt_delete", "s"), exp.false()), "__dt_deleting"))
               .from_(exp.Table(this=ident(REWRITE_OLD_VIEW), alias=exp.TableAlias(this=ident("o"))))
               .join(inner.subquery("s"), on=exp.EQ(this=col(ROW_ID_COLUMN, "o"), expression=col("__dt_rid", "s")),
                     join_type="FULL OUTER"))
-    if ctes is not None:
-        joined.set("with_", ctes)
-    flags = _sql(clone, joined)
+    flags = _sql(clone, _with_ctes(joined, ctes))
     was, now, deleting = F.col("__dt_in_old"), F.col("__dt_in_changes"), F.col("__dt_deleting")
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     flags = flags.observe(observation, _count(was & now & deleting, "deleted"),
