@@ -52,7 +52,7 @@ from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
-from dtables.changes.shared_reads import read_once as read_once_shared
+from dtables.changes.shared_reads import plan_once, read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
     AT_START,
@@ -242,11 +242,17 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     INSERT agree on them (an UPDATE of other columns) is left out, both halves: to the reader it did not change.
     """
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
-    if not (read_once and _picks_rows(spark, plan)):
-        return _without_unchanged(plan, _redundant_delta(spark, plan), compared)
-    # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
     key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
-           plan.interval.end_version, change_data_files(spark))
+           plan.interval.end_version, change_data_files(spark), direct_snapshots(spark))
+    if not (read_once and _picks_rows(spark, plan)):
+        # Every refresh of this interval reads the same rows: the read's plan (its files, per-file row ids, copies
+        # left out) is built once per application (`plan_once`), as snapshots are; the files are checked each time,
+        # since a kept plan is scanned again by every read.
+        if plan.shape != Shape.NO_DATA:
+            check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
+        built = plan_once(spark, key, lambda: _redundant_delta(spark, plan, checked=True))
+        return _without_unchanged(plan, built, compared)
+    # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
     kept = read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
     return _without_unchanged(plan, kept, compared)
 
@@ -301,7 +307,7 @@ def _by_commit(spark: Any, plan: ChangePlan) -> bool:
     return plan.commit_reads is not None and plan.information == ChangeFormat.DEFAULT and change_data_files(spark)
 
 
-def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
+def _redundant_delta(spark: Any, plan: ChangePlan, checked: bool = False) -> DataFrame:
     columns = [f.name for f in table_schema(plan.metadata).fields]
     out_schema = T.StructType(
         table_schema(plan.metadata).fields
@@ -309,7 +315,8 @@ def _redundant_delta(spark: Any, plan: ChangePlan) -> DataFrame:
     )
     if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], out_schema)
-    check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
+    if not checked:
+        check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
     if plan.removed is not None and plan.added is not None:
         return _without_copies(spark, plan, columns)
     parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan), action, columns)

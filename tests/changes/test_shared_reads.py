@@ -97,3 +97,42 @@ def test_a_snapshot_plan_is_built_once_for_every_session_reading_its_version(spa
     off = spark.newSession()
     off.conf.set(shared_reads.SHARED_READS, "false")
     assert end_rows(off) == first and len(decoded) > seen
+
+
+def test_a_change_read_plan_is_built_once_and_its_files_checked_at_every_read(spark: Any, make_table: Any,
+                                                                             run: Any, monkeypatch: Any):
+    import glob
+    import os
+
+    from dtables.changes import reader
+    from dtables.changes.errors import HistoryNotRetained
+
+    # copy-on-write (no vectors): an UPDATE of v only, and an INSERT
+    table = make_table("k INT, v STRING, w INT")
+    run(table, "INSERT INTO {t} SELECT CAST(id AS INT), 'a', CAST(id AS INT) FROM range(20)",
+        "UPDATE {t} SET v = 'b' WHERE k < 3", "INSERT INTO {t} VALUES (100, 'c', 1)")
+    built: list[int] = []
+    real = reader._redundant_delta
+    monkeypatch.setattr(reader, "_redundant_delta", lambda *a, **k: built.append(1) or real(*a, **k))
+
+    def read(session: Any, compared: frozenset[str] | None) -> Counter[tuple[Any, ...]]:
+        interval = resolve_interval(session, table, at=Bound.version(1), end=Bound.version(3))
+        df = redundant_delta(session, interval, read_once=True, compared=compared)
+        return Counter((r["k"], r["v"], r["__action"]) for r in df.collect())
+
+    try:
+        every = read(spark.newSession(), None)
+        assert every == Counter({(k, "a", "DELETE"): 1 for k in range(3)} | {(k, "b", "INSERT"): 1 for k in range(3)}
+                                | {(100, "c", "INSERT"): 1})
+        assert len(built) == 1
+        # another refresh's session, reading only k and w: the update is no change to it; the plan is not rebuilt
+        assert read(spark.newSession(), frozenset({"k", "w"})) == Counter({(100, "c", "INSERT"): 1})
+        assert read(spark.newSession(), None) == every and len(built) == 1
+        # a file of the interval gone (as VACUUM would): the next read says so, though its plan is kept
+        location = spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].replace("file:", "")
+        for path in glob.glob(os.path.join(location, "*.parquet")):
+            os.remove(path)
+        with pytest.raises(HistoryNotRetained):
+            read(spark.newSession(), None)
+    finally:
+        shared_reads.forget_all(spark)
