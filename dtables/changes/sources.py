@@ -67,6 +67,7 @@ class IntervalSources:
         self._logs: dict[str, DeltaLog] = {}
         self._read: dict[str, frozenset[str]] = {}  # per table, the columns the plan reads (its change reads compare)
         self._appended_files: dict[str, tuple[FileAction, ...] | None] = {}  # per table: `_appended`
+        self._sizes: dict[tuple[str, str], int | None] = {}  # per table and end: `_bytes`
         self.pruning: list[dict[str, Any]] = []  # snapshot reads narrowed by keys (files: 0 of 0 = Delta's scan)
 
     def _view(self, table: str, kind: object, build: Callable[[], Any]) -> str:
@@ -131,8 +132,11 @@ class IntervalSources:
         return self._logs[table]
 
     def _bytes(self, table: str, when: str) -> int | None:
-        i = self.intervals[table]
-        return self._log(table).size_at(i.start_version if when == "start" else i.end_version)
+        """The table's size at one end of its interval, from the checksum read once (each join term asks)."""
+        if (table, when) not in self._sizes:
+            i = self.intervals[table]
+            self._sizes[(table, when)] = self._log(table).size_at(i.start_version if when == "start" else i.end_version)
+        return self._sizes[(table, when)]
 
     def changes_query(self, derivative: diff.Derivative) -> Any:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
