@@ -1,0 +1,50 @@
+"""The classes Spark generates for an incremental refresh's stages are compiled once and kept (the session's
+``spark.sql.codegen.cache.maxEntries``, dtables.spark.builder): a later refresh of the same kind of change compiles
+none of them again, even after other work compiled more classes than Spark's default cache of 100 holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dtables.spark.builder import CODEGEN_CACHE
+from oracle import oracle_rows, table_rows
+from dtables.testing import assert_same_rows
+
+QUERY = ("SELECT d.region, count(*) AS n, sum(f.amount) AS total FROM f JOIN d ON f.dim = d.dim "
+         "GROUP BY d.region")
+
+
+def _compiled(spark: Any) -> int:
+    metrics = getattr(getattr(spark._jvm.org.apache.spark.metrics.source, "CodegenMetrics$"), "MODULE$")
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def _refresh_after_inserts(dt: Any, start: int) -> int:
+    """Classes compiled by one INCREMENTAL refresh after an append to the fact."""
+    dt.sql(f"INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range({start}, {start + 50})")
+    before = _compiled(dt.spark)
+    [record] = dt.refresh(["agg"])
+    compiled = _compiled(dt.spark) - before
+    assert record.action == "INCREMENTAL", record.reason
+    return compiled
+
+
+def test_a_refresh_of_the_same_kind_of_change_compiles_nothing_again(dt: Any) -> None:
+    assert dt.spark.conf.get("spark.sql.codegen.cache.maxEntries") == CODEGEN_CACHE[
+        "spark.sql.codegen.cache.maxEntries"]
+    dt.sql("CREATE TABLE d (dim INT, region STRING)")
+    dt.sql("INSERT INTO d SELECT CAST(id AS INT), concat('r', CAST(id % 3 AS STRING)) FROM range(7)")
+    dt.sql("CREATE TABLE f (id BIGINT, dim INT, amount DOUBLE)")
+    dt.sql("INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range(100)")
+    dt.sql(f"CREATE DYNAMIC TABLE agg TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {QUERY}")
+    first = _refresh_after_inserts(dt, 1000)
+    compiled_before_others = _compiled(dt.spark)
+    # other work in between: more distinct generated classes than Spark's default cache keeps (each literal is
+    # inlined into its stage's code, so each plan is a class of its own; preparing its RDD compiles it, no job runs)
+    for i in range(120):
+        dt.spark.range(3).selectExpr(f"id * {i + 2} + {i} AS x")._jdf.queryExecution().executedPlan().execute()
+    assert _compiled(dt.spark) - compiled_before_others >= 120
+    second = _refresh_after_inserts(dt, 2000)
+    assert_same_rows(table_rows(dt, "agg"), oracle_rows(dt, "agg"))
+    assert first >= 10, first  # the refresh's stages were compiled the first time
+    assert second <= first // 4, (first, second)
