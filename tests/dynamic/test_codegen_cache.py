@@ -46,5 +46,6 @@ def test_a_refresh_of_the_same_kind_of_change_compiles_nothing_again(dt: Any) ->
     assert _compiled(dt.spark) - compiled_before_others >= 120
     second = _refresh_after_inserts(dt, 2000)
     assert_same_rows(table_rows(dt, "agg"), oracle_rows(dt, "agg"))
-    assert first >= 10, first  # the refresh's stages were compiled the first time
-    assert second <= first // 4, (first, second)
+    # Alone, the first refresh compiles about 45 classes; after other tests of the run, some of them may already be
+    # kept. With Spark's cache of 100 the second compiled them all again (first 45, second 51).
+    assert second <= max(3, first // 4), (first, second)
