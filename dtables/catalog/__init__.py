@@ -31,10 +31,12 @@ CHANGE_TRACKING_PROPERTIES = {
 DELETION_VECTORS_SETTING = "spark.dtables.deletionVectors"
 
 
-def new_table_properties(spark: Any) -> dict[str, str]:
-    """The Delta properties of a table dtables creates (CREATE TABLE, CTAS, a dynamic table's storage)."""
+def new_table_properties(spark: Any, change_tracking: bool = True) -> dict[str, str]:
+    """The Delta properties of a table dtables creates (CREATE TABLE, CTAS, a dynamic table's storage); without
+    ``change_tracking`` (the storage of a dynamic table nothing reads the changes of yet: dynamic/tracking.py)."""
     on = str(spark.conf.get(DELETION_VECTORS_SETTING, "true")).strip().lower() != "false"
-    return {**CHANGE_TRACKING_PROPERTIES, "delta.enableDeletionVectors": "true" if on else "false"}
+    tracking = CHANGE_TRACKING_PROPERTIES if change_tracking else {}
+    return {**tracking, "delta.enableDeletionVectors": "true" if on else "false"}
 
 
 class Catalog:

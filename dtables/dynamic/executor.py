@@ -39,6 +39,7 @@ from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
+from dtables.dynamic.tracking import ensure_tracked
 from dtables.dynamic.unread import drop_unread_updates
 from dtables.dynamic.vocabulary import Action, Write
 from dtables.sql.dynamic_syntax import RefreshMode
@@ -272,12 +273,13 @@ def _run(session: Warehouse, d: Definition, at: dt.datetime, trigger: str) -> hi
 def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) -> None:
     """Decide and apply one refresh of ``d`` to ``at``, recording it under ``rid`` (raises on failure)."""
     store, name = session.store, d.name
+    untracked = ensure_tracked(session, d.sources)  # normally done when this table was created (tracking.py)
     sources = {s: resolve_source(session, name, s, at) for s in d.sources}
     stored_columns, target_bytes = _stored(session, d)
     stats = _stats(session, d, sources)
     unread = drop_unread_updates(session.spark, d, sources, stats)
     action = decide(d, sources, stats, at, stored_columns, target_bytes,
-                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)))
+                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)), untracked)
     if unread:
         action = dataclasses.replace(action, reason=f"{action.reason}; {', '.join(sorted(unread))}: updated only "
                                                     "columns the query does not read")

@@ -61,6 +61,21 @@ def version_at(log: DeltaLog, at: dt.datetime) -> int | None:
     return max(eligible) if eligible else None
 
 
+def _past_unchanged(log: DeltaLog, version: int) -> int:
+    """The last version from ``version`` on reached by commits that change no row and no column: the same contents.
+
+    Such a commit after an upstream's refresh is change tracking turned on for a new reader (dynamic/tracking.py)
+    or a compaction; reading from after it, the reader's frontier starts where row ids exist."""
+    schema = log.metadata_at(version).schema_json
+    while version < log.latest_version:
+        commit = log.commit(version + 1)
+        if any(f.data_change for f in commit.files) or commit.change_files or (
+                commit.metadata is not None and log.metadata_at(version + 1).schema_json != schema):
+            break
+        version += 1
+    return version
+
+
 def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime) -> SourceVersion:
     """The version of ``source`` that ``owner``'s refresh to ``at`` reads. Raises SourceMissing with the cause."""
     obj = session.catalog.lookup(source)
@@ -83,7 +98,7 @@ def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime)
             raise SourceMissing(
                 f"dynamic table {owner}: its upstream dynamic table {source} has no successful refresh to data "
                 f"timestamp {at.isoformat()}; refresh it first (ALTER DYNAMIC TABLE {owner} REFRESH does)")
-        return describe_version(source, log, version, True)
+        return describe_version(source, log, _past_unchanged(log, version), True)
     version = version_at(log, at)
     if version is None:
         raise SourceMissing(f"dynamic table {owner}: its source {source} did not exist yet at {at.isoformat()}")

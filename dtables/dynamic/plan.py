@@ -88,14 +88,17 @@ def contents_hash(definition: Definition, plan: Node | None) -> str:
 
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
            data_timestamp: dt.datetime, stored_columns: Collection[str] = (), target_bytes: int | None = None,
-           rewrite_max_bytes: int = REWRITE_MAX_BYTES, constraints: Constraints = Constraints()) -> RefreshAction:
+           rewrite_max_bytes: int = REWRITE_MAX_BYTES, constraints: Constraints = Constraints(),
+           untracked: Collection[str] = ()) -> RefreshAction:
     """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
 
     ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
     without an entry is unchanged); ``stored_columns`` are the columns the table holds now (hidden ones included),
     so a table lacking the aggregate state its plan maintains is reinitialized rather than patched;
     ``target_bytes`` is the table's size now (None: unknown), which chooses between a MERGE and a REWRITE;
-    ``constraints`` are the sources' RELY keys, which drop join terms they prove empty. Raises
+    ``constraints`` are the sources' RELY keys, which drop join terms they prove empty; ``untracked`` names upstream
+    dynamic tables whose change tracking was off at the frontier (turned on only now), whose changes cannot be read
+    from there. Raises
     DynamicTableError when an INCREMENTAL table's query can no longer be differentiated (its sources' schemas
     changed under it).
     """
@@ -140,6 +143,10 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
                          f"needs ({', '.join(stored_name(c) for c in missing)})")
 
     changed = {n: s for n, s in stats.items() if s.changed and after.get(n) != before.get(n)}
+    off = sorted(n for n in untracked if n in changed)
+    if off:
+        return recompute(Action.REINITIALIZE, f"change tracking of upstream {', '.join(off)} was off at the frontier "
+                                              "(turned on now): its changes cannot be read from there")
     if not changed:
         moved = sorted(n for n in after if after[n] != before.get(n))
         reason = ("no source changed" if not moved else

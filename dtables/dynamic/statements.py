@@ -22,6 +22,7 @@ from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
 from dtables.dynamic.layout import CLUSTERING
 from dtables.dynamic.plan import incremental_support, maintained_plan
+from dtables.dynamic.tracking import ensure_tracked, tracked_from_creation
 from dtables.dynamic.visible import hide_state_columns
 from dtables.spark import fs
 from dtables.sql.dialect import to_spark
@@ -187,7 +188,8 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
     cols_sql = ", ".join(f"{quote_column(c.name)} {c.type}"
                          + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
-    properties = {**new_table_properties(session.spark), **column_mapping_properties([c.name for c in columns])}
+    properties = {**new_table_properties(session.spark, tracked_from_creation(session, name)),
+                  **column_mapping_properties([c.name for c in columns])}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
     create = (f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA%CLUSTERING% "
@@ -197,6 +199,7 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     if mode == RefreshMode.FULL or not _created(session, create.replace("%CLUSTERING%", f" {CLUSTERING}", 1)):
         session.spark.sql(create.replace("%CLUSTERING%", "", 1))
     session.catalog.record_table(name, location, managed=True, kind="DYNAMIC_TABLE")
+    ensure_tracked(session, d.sources)  # before the first refresh fixes the frontier this table reads them from
     defs.insert(session.store, d)
     if d.initialize == Initialize.ON_CREATE:
         records = refresh(session, [name], trigger=Trigger.CREATION)

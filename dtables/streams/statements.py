@@ -22,6 +22,7 @@ from dtables.catalog import normalize, qualified
 from dtables.catalog.warehouse import Warehouse
 from dtables.change_queries import bound_of, plan_view
 from dtables.changes.interval import open_log
+from dtables.dynamic.tracking import ensure_tracked
 from dtables.errors import ChangeTrackingError, SqlError
 from dtables.sql import expressions as syntax
 from dtables.sql.dialect import to_spark
@@ -105,6 +106,7 @@ def _base_tables(warehouse: Warehouse, name: str, source: str, kind: str, mode: 
     else:
         warehouse.catalog.ensure_registered([source])
         tables = [source]
+    ensure_tracked(warehouse, tables)  # a dynamic table's storage gets change tracking when first read by one
     for table in tables:
         try:
             log = open_log(warehouse.spark, table)
