@@ -128,6 +128,10 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE for the dtables session")
     parser.add_argument("--query", choices=sorted(QUERIES), default="aggregate")
+    # A read of a table between two refreshes makes Delta build its snapshot's state, which the next refresh's
+    # commit then finds built: "every" hides from the refresh what a table nobody reads in between pays.
+    parser.add_argument("--check", choices=("every", "last"), default="every",
+                        help="compare the two tables after every round, or after each kind's last round only")
     args = parser.parse_args()
 
     conf = {"spark.driver.memory": args.driver_memory, **dict(c.split("=", 1) for c in args.conf)}
@@ -161,7 +165,8 @@ def main() -> None:
             at = now_utc()
             inc, full = _refresh(session, "agg_inc", at), _refresh(session, "agg_full", at)
             assert (inc.action, full.action) == ("INCREMENTAL", "FULL"), (inc.action, full.action)
-            _same_rows(session)
+            if args.check == "every" or i == args.rounds:
+                _same_rows(session)
             if i:
                 inc_runs.append(inc)
                 full_runs.append(full)
