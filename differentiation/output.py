@@ -80,8 +80,10 @@ def snapshot_query(plan: Node, sources: Sources, when: When = "end", *, with_sta
 
 
 def explain(query: str | exp.Expr | Node, schema: Mapping[str, Mapping[str, str]] | None = None,
-            information: ChangeFormat = ChangeFormat.DEFAULT, stats: Mapping[str, object] | None = None) -> str:
-    """Text of the plan and of its derivative (the rewritten change plan)."""
+            information: ChangeFormat = ChangeFormat.DEFAULT, stats: Mapping[str, object] | None = None, *,
+            state: bool = False) -> str:
+    """Text of the plan and of its derivative (the rewritten change plan); ``state``: the plan's top aggregate is
+    maintained from a stored state (as a dynamic table that keeps one is refreshed)."""
     plan = query if isinstance(query, Node) else build_plan(query, schema or {})
-    d = differentiate(plan, information, stats)  # type: ignore[arg-type]
+    d = differentiate(plan, information, stats, state=state)  # type: ignore[arg-type]
     return f"plan:\n{plan.to_text()}\nchanges ({d.information.value}, shape {d.shape}):\n{d.plan.to_text()}"

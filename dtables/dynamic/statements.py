@@ -146,7 +146,7 @@ def explain_create(session: Warehouse, tree: CreateDynamicTable, statement: str)
         return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
     maintained = maintained_plan(plan, RefreshMode.INCREMENTAL)
     assert maintained is not None
-    return f"{head}\n{explain_plan(maintained)}"
+    return f"{head}\n{explain_plan(maintained, state=maintained is not plan)}"  # as its refreshes differentiate it
 
 
 def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:

@@ -154,6 +154,10 @@ def test_explain_create_shows_mode_plan_and_rewrites_and_creates_nothing(shop: A
                        "SELECT id, rand() AS x FROM orders").first()[0]
     assert refused.startswith("refused: dynamic table default.r: REFRESH_MODE = INCREMENTAL is not possible"), refused
     assert "RAND()" in refused
+    # a top aggregate kept from its stored state is shown as its refreshes compute it, not recomputed at both ends
+    kept = shop.sql("EXPLAIN CREATE DYNAMIC TABLE t TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
+                    "SELECT cust, sum(id) AS s FROM orders GROUP BY cust").first()[0]
+    assert "Δγ algebraic (old from state)" in kept and "Stored state" in kept, kept
 
 
 def test_describe_table_of_a_dynamic_table_shows_its_columns_only(shop: Any) -> None:
