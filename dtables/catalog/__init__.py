@@ -31,6 +31,14 @@ CHANGE_TRACKING_PROPERTIES = {
 DELETION_VECTORS_SETTING = "spark.dtables.deletionVectors"
 
 
+def set_change_tracking(spark: Any, target: str, enabled: bool = True) -> Any:
+    """``ALTER TABLE target`` turning change tracking on (row tracking and Change Data Feed) or off (Change Data
+    Feed only: Delta cannot drop row tracking from a table's protocol); ``target`` is a quoted name or path."""
+    props = CHANGE_TRACKING_PROPERTIES if enabled else {"delta.enableChangeDataFeed": "false"}
+    rendered = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+    return spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+
+
 def new_table_properties(spark: Any, change_tracking: bool = True) -> dict[str, str]:
     """The Delta properties of a table dtables creates (CREATE TABLE, CTAS, a dynamic table's storage); without
     ``change_tracking`` (the storage of a dynamic table nothing reads the changes of yet: dynamic/tracking.py)."""
@@ -149,4 +157,4 @@ class Catalog:
 
 
 __all__ = ["CHANGE_TRACKING_PROPERTIES", "DEFAULT_DB", "DELETION_VECTORS_SETTING", "TABLE_KINDS", "Catalog",
-           "new_table_properties", "normalize", "qualified", "quote", "quote_column"]
+           "new_table_properties", "normalize", "qualified", "quote", "quote_column", "set_change_tracking"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dtables.catalog import CHANGE_TRACKING_PROPERTIES
+from dtables.catalog import set_change_tracking
 from dtables.catalog.warehouse import Warehouse
 from dtables.changes.log import DeltaLog
 from dtables.dynamic import definition as defs
@@ -43,8 +43,7 @@ def ensure_tracked(session: Warehouse, tables: Iterable[str]) -> list[str]:
         log = DeltaLog(session.spark, obj["location"], name)
         if not log.exists or log.metadata_at(log.latest_version).row_tracking:
             continue
-        rendered = ", ".join(f"'{k}' = '{v}'" for k, v in CHANGE_TRACKING_PROPERTIES.items())
-        session.spark.sql(f"ALTER TABLE delta.`{obj['location']}` SET TBLPROPERTIES ({rendered})")
+        set_change_tracking(session.spark, f"delta.`{obj['location']}`")
         turned_on.append(name)
     return turned_on
 

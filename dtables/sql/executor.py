@@ -20,7 +20,7 @@ from pyspark.errors import ParseException
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dtables.catalog import CHANGE_TRACKING_PROPERTIES, normalize, qualified, quote
+from dtables.catalog import normalize, qualified, quote, set_change_tracking
 from dtables.catalog.constraints import KeyConstraint, KeyStore, declares_keys
 from dtables.catalog.tables import create_table, kind_clash, target_table
 from dtables.catalog.warehouse import Warehouse
@@ -297,10 +297,7 @@ def _set_change_tracking(warehouse: Warehouse, tree: exp.Expr, statement: str) -
     if not path_based:
         warehouse.catalog.ensure_registered([name])
     target = f"delta.`{table.name}`" if path_based else quote(name)
-    enabled = tree.args["enabled"].this
-    props = CHANGE_TRACKING_PROPERTIES if enabled else {"delta.enableChangeDataFeed": "false"}
-    rendered = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-    return warehouse.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ({rendered})")
+    return set_change_tracking(warehouse.spark, target, bool(tree.args["enabled"].this))
 
 
 def _commit(warehouse: Warehouse, tree: exp.Expr, statement: str) -> Any:
