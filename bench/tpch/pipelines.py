@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from bench.tpch.schema import TABLES
 from bench.tpch.workload import Query
-from dtables.spark.builder import DELTA_CONF, LOCAL_DEFAULTS
+from dtables.spark.builder import DELTA_CONF, LOCAL_DEFAULTS, local_file_system_settings
 from dtables.spark.jars import delta_jars
 
 _FLOW = re.compile(r"Flow (?:\S+\.)?(q\d\d) (?:is|has) (\w+)")
@@ -93,8 +93,9 @@ def _spark_defaults(folder: Path, driver_memory: str) -> Path:
     """
     conf = {
         **DELTA_CONF,
-        # Delta on the driver's class path: `--jars` comes too late for the SQL extension of the Connect server.
-        "spark.driver.extraClassPath": os.pathsep.join(str(p) for p in delta_jars()),
+        # The local file system without process starts, as dtables' own sessions have (a fair baseline); Delta on
+        # the driver's class path: `--jars` comes too late for the SQL extension of the Connect server.
+        **local_file_system_settings(os.pathsep.join(str(p) for p in delta_jars())),
         "spark.sql.catalogImplementation": "hive",
         # The local Connect server is the driver and does all the work: the memory the dtables session has.
         "spark.driver.memory": driver_memory,

@@ -15,11 +15,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from dtables.errors import DtablesError
 from dtables.secrets import SPARK_REDACTION_REGEX, register, secret_values
-from dtables.spark.jars import delta_jars
+from dtables.spark.jars import delta_jars, local_fs_jar
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -46,6 +47,29 @@ LOCAL_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.adaptive.enabled": "true",
 }
+
+# Hadoop's local file system starts a process for what Java can do itself: `chmod` after it creates any file (every
+# Parquet part, every commit and checksum of Delta's log, and each one's .crc) and `readlink` for both sides of every
+# rename through FileContext, which Delta's default log store and Spark's checkpoint files use. Each start took 40-50
+# ms here (a 6 GB driver): 22 of them in a one-group refresh, about 1 s. GlobalMentor's BareLocalFileSystem (the
+# checksummed local file system with permissions and file status through java.nio) removes the `chmod`s; Delta's
+# LocalLogStore and Spark's FileSystem-based checkpoint manager write through it instead of through FileContext,
+# whose local implementation cannot be swapped. On a local disk both log stores commit by checking that the next
+# version is absent and then renaming (neither is atomic across processes); dtables' own writers to one table are
+# serialized by its lock files. Only for a JVM this process starts on a local master: the class must be on the
+# driver's class path before Spark reads its first file, and on a cluster it would have to be on every executor's.
+LOCAL_FILE_SYSTEM = {
+    "spark.hadoop.fs.file.impl": "com.globalmentor.apache.hadoop.fs.BareLocalFileSystem",
+    "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
+
+
+def local_file_system_settings(extra_class_path: str | None = None) -> dict[str, str]:
+    """``LOCAL_FILE_SYSTEM`` with its jar added to the driver's class path (after ``extra_class_path``, if any)."""
+    class_path = os.pathsep.join(p for p in (extra_class_path, str(local_fs_jar())) if p)
+    return {**LOCAL_FILE_SYSTEM, "spark.driver.extraClassPath": class_path}
 
 
 # Any non-local master (standalone, YARN, Kubernetes). AQE coalesces shuffle partitions, so a moderate start
@@ -90,12 +114,14 @@ def build_spark(
     """
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, Any] = {**DELTA_CONF, "spark.sql.warehouse.dir": warehouse_uri}
+    starts_local_jvm = False
     if remote:
         require_connect_client()
         builder = builder.remote(remote)
         settings = {"spark.sql.session.timeZone": "UTC"}
     else:
         master = master or os.environ.get("DTABLES_SPARK_MASTER") or "local[*]"
+        starts_local_jvm = master.startswith("local") and SparkContext._active_spark_context is None
         builder = builder.master(master)
         settings = {**(LOCAL_DEFAULTS if master.startswith("local") else CLUSTER_DEFAULTS), **settings}
         settings["spark.jars"] = ",".join(str(p) for p in delta_jars())
@@ -106,6 +132,9 @@ def build_spark(
         # Spark's UI, event logs and SET output hide the settings dtables treats as secret (dtables.secrets)
         settings["spark.redaction.regex"] = SPARK_REDACTION_REGEX
     settings.update({k: v for k, v in (conf or {}).items() if not (remote and k in STATIC_SETTINGS)})
+    if starts_local_jvm:
+        settings = {**local_file_system_settings(settings.get("spark.driver.extraClassPath")),
+                    **{k: v for k, v in settings.items() if k != "spark.driver.extraClassPath"}}
     register(secret_values(dict(conf or {})))
     for key, value in settings.items():
         builder = builder.config(key, str(value))

@@ -5,7 +5,11 @@ prove its cache is fresh. We run the Ivy that ships inside pyspark once, retriev
 and from then on hand Spark plain jar paths (``spark.jars``). Jars that pyspark already ships (Hadoop, Parquet,
 Jackson, ...) are left out so that only one version of each library is ever on the classpath.
 
-Run ``python -m dtables.spark.jars`` to fetch (it prints the cache folder).
+A second artifact, GlobalMentor's ``hadoop-bare-naked-local-fs``, gives Hadoop a local file system that asks Java
+for permissions and file status instead of starting ``chmod`` and ``readlink`` processes (see
+``dtables.spark.builder.LOCAL_FILE_SYSTEM``); it goes on the driver's class path.
+
+Run ``python -m dtables.spark.jars`` to fetch (it prints the cache folders).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dtables.errors import DtablesError
 DELTA_GROUP = "io.delta"
 DELTA_ARTIFACT = "delta-spark_4.2_2.13"
 DELTA_VERSION = os.environ.get("DTABLES_DELTA_JAR_VERSION", "4.4.0")
+# One 9 KB jar with no dependencies of its own (Hadoop is pyspark's); 0.1.0 is its only release.
+LOCAL_FS = ("com.globalmentor", "hadoop-bare-naked-local-fs", "0.1.0")
 
 
 class JarFetchError(DtablesError, RuntimeError):
@@ -58,32 +64,43 @@ def _missing_from_pyspark(jars: list[Path]) -> list[Path]:
 
 def delta_jars(version: str = DELTA_VERSION, fetch: bool = True) -> list[Path]:
     """The jar paths to put on ``spark.jars``; fetches them first if the cache is empty."""
-    folder = jar_dir(version)
-    marker = folder / ".complete"
-    if not marker.exists():
-        if not fetch:
-            raise JarFetchError(f"Delta jars {DELTA_GROUP}:{DELTA_ARTIFACT}:{version} are not cached in {folder}; "
-                                "run `python -m dtables.spark.jars` (needs Maven Central once)")
-        _fetch(version, folder)
+    folder = _cached(jar_dir(version), (DELTA_GROUP, DELTA_ARTIFACT, version), fetch)
     return sorted(_missing_from_pyspark(list(folder.glob("*.jar"))))
 
 
-def _fetch(version: str, folder: Path) -> None:
+def local_fs_jar(fetch: bool = True) -> Path:
+    """The jar of the process-free local file system (``LOCAL_FS``); fetches it first if the cache is empty."""
+    group, artifact, version = LOCAL_FS
+    folder = _cached(cache_root() / "jars" / f"{artifact}-{version}", LOCAL_FS, fetch)
+    return folder / f"{group}_{artifact}-{version}.jar"
+
+
+def _cached(folder: Path, coordinates: tuple[str, str, str], fetch: bool) -> Path:
+    if not (folder / ".complete").exists():
+        if not fetch:
+            raise JarFetchError(f"jars of {':'.join(coordinates)} are not cached in {folder}; "
+                                "run `python -m dtables.spark.jars` (needs Maven Central once)")
+        _fetch(coordinates, folder)
+    return folder
+
+
+def _fetch(coordinates: tuple[str, str, str], folder: Path) -> None:
+    group, artifact, version = coordinates
     ivy = next(_pyspark_jars().glob("ivy-*.jar"), None)
     if ivy is None:
         raise JarFetchError(f"pyspark ships no Ivy jar in {_pyspark_jars()}; reinstall pyspark")
     folder.mkdir(parents=True, exist_ok=True)
     cmd = ["java", "-jar", str(ivy), "-cache", str(cache_root() / "ivy-cache"),
-           "-dependency", DELTA_GROUP, DELTA_ARTIFACT, version, "-confs", "default",
+           "-dependency", group, artifact, version, "-confs", "default",
            "-retrieve", str(folder / "[organisation]_[artifact]-[revision](-[classifier]).[ext]")]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     except FileNotFoundError as e:
         raise JarFetchError("`java` is not on PATH; Spark needs Java 17") from e
-    main_jar = folder / f"{DELTA_GROUP}_{DELTA_ARTIFACT}-{version}.jar"
+    main_jar = folder / f"{group}_{artifact}-{version}.jar"
     if out.returncode != 0 or not main_jar.exists():
         unresolved = re.findall(r"::\s+(\S+#\S+;\S+): not found", out.stdout + out.stderr)
-        what = ", ".join(unresolved) or f"{DELTA_GROUP}:{DELTA_ARTIFACT}:{version}"
+        what = ", ".join(unresolved) or ":".join(coordinates)
         raise JarFetchError(f"could not fetch {what} from Maven Central (Ivy exit {out.returncode}); "
                             f"last output:\n{(out.stdout + out.stderr)[-1500:]}")
     (folder / ".complete").write_text(version)
@@ -92,10 +109,11 @@ def _fetch(version: str, folder: Path) -> None:
 def main() -> int:
     try:
         jars = delta_jars()
+        local_fs = local_fs_jar()
     except JarFetchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"Delta jars cached in {jar_dir()} ({len(jars)} on the Spark classpath)")
+    print(f"Delta jars cached in {jar_dir()} ({len(jars)} on the Spark classpath); local file system: {local_fs}")
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyspark
 
 from dtables.errors import DtablesError
-from dtables.spark.builder import CODEGEN_CACHE
+from dtables.spark.builder import CODEGEN_CACHE, local_file_system_settings
 from dtables.spark.jars import delta_jars
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -164,6 +164,7 @@ def connect_server_command(port: int, conf: dict[str, str] | None = None, master
         "spark.sql.shuffle.partitions": "4",
         "spark.databricks.delta.snapshotPartitions": "2",
         **CODEGEN_CACHE,
+        **(local_file_system_settings() if master.startswith("local") else {}),
         **(conf or {}),
     }
     command = [str(spark_home() / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER_CLASS,
