@@ -28,6 +28,41 @@ def test_the_session_uses_the_process_free_file_system_and_log_store(spark: Any,
     assert delegate.logStoreImpl().getClass().getName() == "io.delta.storage.LocalLogStore"
 
 
+def _processes_started(spark: Any, tmp_path: Path, work: Any) -> list[str]:
+    """The commands of the processes the JVM started while ``work()`` ran (a JFR recording of jdk.ProcessStart)."""
+    jvm = spark.sparkContext._jvm
+    recording = jvm.jdk.jfr.Recording()
+    recording.enable("jdk.ProcessStart")
+    recording.start()
+    try:
+        work()
+    finally:
+        recording.stop()
+    path = jvm.java.io.File(str(tmp_path / "processes.jfr")).toPath()
+    recording.dump(path)
+    recording.close()
+    return [str(event.getString("command")) for event in jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(path)]
+
+
+def test_writing_and_committing_a_delta_table_starts_no_process(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+
+    def write(path: str = path) -> None:
+        spark.range(3).write.format("delta").save(path)
+        spark.range(3, 5).write.format("delta").mode("append").save(path)
+        spark.sql(f"UPDATE delta.`{path}` SET id = id + 10 WHERE id = 1")
+
+    write(str(tmp_path / "first"))  # once first: a JVM's first task asks `getconf PAGESIZE` once for its metrics
+    assert _processes_started(spark, tmp_path, write) == []
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 2, 3, 4, 11]
+    # the recording does see a process Hadoop starts
+    gateway = spark.sparkContext._gateway
+    command = gateway.new_array(gateway.jvm.java.lang.String, 1)
+    command[0] = "true"
+    started = _processes_started(spark, tmp_path, lambda: gateway.jvm.org.apache.hadoop.util.Shell.execCommand(command))
+    assert started == ["true"]
+
+
 def test_files_written_get_hadoops_permissions(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
     spark.range(3).write.format("delta").save(str(path))
