@@ -50,8 +50,9 @@ LOCAL_DEFAULTS = {
 
 # Hadoop's local file system starts a process for what Java can do itself: `chmod` after it creates any file (every
 # Parquet part, every commit and checksum of Delta's log, and each one's .crc) and `readlink` for both sides of every
-# rename through FileContext, which Delta's default log store and Spark's checkpoint files use. Each start took 40-50
-# ms here (a 6 GB driver): 22 of them in a one-group refresh, about 1 s. GlobalMentor's BareLocalFileSystem (the
+# rename through FileContext, which Delta's default log store and Spark's checkpoint files use: 22 process starts in
+# a one-group refresh, about 10 ms each inside a write (a one-row INSERT took 531-544 ms with them, 297-420 ms
+# without; bench/README.md). GlobalMentor's BareLocalFileSystem (the
 # checksummed local file system with permissions and file status through java.nio) removes the `chmod`s; Delta's
 # LocalLogStore and Spark's FileSystem-based checkpoint manager write through it instead of through FileContext,
 # whose local implementation cannot be swapped. On a local disk both log stores commit by checking that the next
