@@ -132,6 +132,8 @@ def main() -> None:
     # commit then finds built: "every" hides from the refresh what a table nobody reads in between pays.
     parser.add_argument("--check", choices=("every", "last"), default="every",
                         help="compare the two tables after every round, or after each kind's last round only")
+    # Many rounds with --each show when the JVM's JIT has warmed: a daemon refreshes long after its first rounds.
+    parser.add_argument("--each", action="store_true", help="print every round's INCREMENTAL and FULL seconds")
     args = parser.parse_args()
 
     conf = {"spark.driver.memory": args.driver_memory, **dict(c.split("=", 1) for c in args.conf)}
@@ -167,6 +169,9 @@ def main() -> None:
             assert (inc.action, full.action) == ("INCREMENTAL", "FULL"), (inc.action, full.action)
             if args.check == "every" or i == args.rounds:
                 _same_rows(session)
+            if args.each:
+                print(f"{kind:<8}   round {i:>3}: INC {inc.seconds:6.2f} s ({inc.jobs} jobs) "
+                      f"FULL {full.seconds:6.2f} s")
             if i:
                 inc_runs.append(inc)
                 full_runs.append(full)

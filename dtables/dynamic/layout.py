@@ -26,12 +26,33 @@ from sqlglot import exp
 from differentiation.sql import col, string
 from dtables.changes.keys import MAX_RANGES, merged_ranges
 from dtables.dynamic.definition import ROW_ID_COLUMN
+from dtables.dynamic.errors import DynamicTableError
 
 MERGE_PRUNING = "spark.dtables.refresh.mergePruning"  # false: MERGE on the row id alone (to compare)
 ROW_ID_RANGES = "spark.dtables.refresh.rowIdRanges"  # files an overwrite writes (default: as Spark partitions)
 MAX_MERGE_IDS = 100_000  # change-set row ids brought to the driver; beyond, the MERGE is not pruned
 CLUSTERING = f"CLUSTER BY (`{ROW_ID_COLUMN}`)"
 _PREFIX_BYTES = 16
+
+# Delta writes a checkpoint of the log (the table's state as Parquet: three more Spark jobs) inside every tenth
+# commit by default, and a dynamic table commits once per refresh: every tenth refresh took 1.3-2.4 s longer than the
+# others on 2 cores (bench/README.md, "Steady state"). Its log grows by a few files per refresh, so rebuilding its
+# snapshot from up to a hundred JSON commits after a checkpoint costs little more than from one (measured there).
+CHECKPOINT_INTERVAL = "spark.dtables.dynamicTables.checkpointInterval"
+DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
+def log_properties(spark: Any) -> dict[str, str]:
+    """The Delta properties of a dynamic table's log: its checkpoint interval (``CHECKPOINT_INTERVAL``)."""
+    value = spark.conf.get(CHECKPOINT_INTERVAL, None)
+    try:
+        interval = int(value) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
+    except ValueError:
+        interval = 0
+    if interval < 1:
+        raise DynamicTableError(f"{CHECKPOINT_INTERVAL} must be a whole number of commits of at least 1, "
+                                f"not {value!r}")
+    return {"delta.checkpointInterval": str(interval)}
 
 
 def _text_order(value: str) -> int:

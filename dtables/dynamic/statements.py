@@ -20,7 +20,7 @@ from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Defi
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version
-from dtables.dynamic.layout import CLUSTERING
+from dtables.dynamic.layout import CLUSTERING, log_properties
 from dtables.dynamic.plan import incremental_support, maintained_plan
 from dtables.dynamic.tracking import ensure_tracked, tracked_from_creation
 from dtables.dynamic.visible import hide_state_columns
@@ -181,6 +181,7 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
                    refresh_mode=tree.args["refresh_mode"].name.upper(), refresh_mode_chosen=mode,
                    refresh_mode_reason=reason, initialize=tree.args["initialize"].name.upper(), comment=comment)
     dependency_dag(session, d)  # raises CycleError naming the cycle (OR REPLACE can close one)
+    log = log_properties(session.spark)  # a bad setting fails here, before OR REPLACE drops anything
     if existing is not None:
         drop_table(session, name)
     location = session.catalog.managed_location(name)
@@ -189,7 +190,7 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     cols_sql = ", ".join(f"{quote_column(c.name)} {c.type}"
                          + (f" COMMENT {_sql_string(c.comment)}" if c.comment else "") for c in columns)
     properties = {**new_table_properties(session.spark, tracked_from_creation(session, name)),
-                  **column_mapping_properties([c.name for c in columns])}
+                  **column_mapping_properties([c.name for c in columns]), **log}
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     table_comment = f" COMMENT {_sql_string(comment)}" if comment else ""
     create = (f"CREATE TABLE {quote(name)} ({cols_sql}, `{ROW_ID_COLUMN}` STRING) USING DELTA%CLUSTERING% "

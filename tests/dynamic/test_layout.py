@@ -5,7 +5,9 @@ policy) between refreshes without breaking change reads, refresh idempotence or 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from oracle import oracle_rows, table_rows
@@ -17,7 +19,9 @@ from differentiation.sql import col
 from dtables.dynamic.apply import committed_refresh, merge_statement
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column, now_utc
 from dtables.dynamic.executor import REWRITE_SWITCH
-from dtables.dynamic.layout import MERGE_PRUNING, ROW_ID_RANGES, ranges_condition, row_id_ranges
+from dtables.dynamic.errors import DynamicTableError
+from dtables.dynamic.layout import (CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL, MERGE_PRUNING, ROW_ID_RANGES,
+                                    ranges_condition, row_id_ranges)
 from dtables.dynamic.optimize import SMALL_FILE_BYTES, SMALL_FILES, optimize
 from dtables.testing import assert_same_rows
 from scheduler.vocabulary import Trigger
@@ -60,6 +64,37 @@ def test_cluster_by_in_create_ctas_and_alter_keeps_change_tracking(dt: Any, conn
     assert _detail(connect(), "c1")["clusteringColumns"] == ["s", "k"]  # in the log: a new session sees it
     dt.sql("ALTER TABLE c1 CLUSTER BY NONE")
     assert _detail(dt, "c1")["clusteringColumns"] == []
+
+
+def test_dynamic_tables_checkpoint_their_log_at_the_interval_set(dt: Any) -> None:
+    """A dynamic table's storage gets the checkpoint interval of the setting when it is created (100 commits by
+    default, not Delta's 10); its refreshes stay exact across checkpoints, read back from a cold log cache."""
+    dt.sql("CREATE TABLE src (k INT, v INT)")
+    dt.sql("INSERT INTO src VALUES (1, 1), (2, NULL)")
+    dt.sql("CREATE DYNAMIC TABLE often TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL "
+           "AS SELECT k, sum(v) AS s FROM src GROUP BY k")
+    properties = _detail(dt, "often")["properties"]
+    assert properties["delta.checkpointInterval"] == str(DEFAULT_CHECKPOINT_INTERVAL)
+    try:
+        dt.spark.conf.set(CHECKPOINT_INTERVAL, "0")
+        with pytest.raises(DynamicTableError, match="checkpointInterval must be a whole number"):
+            dt.sql("CREATE OR REPLACE DYNAMIC TABLE often TARGET_LAG = '1 minute' AS SELECT k FROM src")
+        assert _detail(dt, "often")["properties"] == properties  # the table the statement would replace is kept
+        dt.spark.conf.set(CHECKPOINT_INTERVAL, "2")
+        dt.sql("CREATE OR REPLACE DYNAMIC TABLE often TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL "
+               "AS SELECT k, sum(v) AS s FROM src GROUP BY k")
+    finally:
+        dt.spark.conf.unset(CHECKPOINT_INTERVAL)
+    assert _detail(dt, "often")["properties"]["delta.checkpointInterval"] == "2"
+    for i in range(3):
+        dt.sql(f"INSERT INTO src VALUES ({i}, {i}), (NULL, {i})")
+        _incremental(dt, "often")
+        dt.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # the next refresh reads the log cold
+    names = os.listdir(urlparse(_detail(dt, "often")["location"]).path + "/_delta_log")
+    latest = max(int(n[:20]) for n in names if n.endswith(".json"))
+    checkpoints = sorted(int(n[:20]) for n in names if n.endswith(".checkpoint.parquet"))
+    assert latest >= 4 and checkpoints == list(range(2, latest + 1, 2)), (latest, checkpoints)
+    assert_same_rows(table_rows(dt, "often"), oracle_rows(dt, "often"))
 
 
 @pytest.mark.slow
