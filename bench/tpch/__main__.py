@@ -35,11 +35,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--incremental-twin", action="store_true",
                    help="also a REFRESH_MODE = INCREMENTAL twin per query, to compare AUTO (and its cost model) "
                         "with the faster of INCREMENTAL and FULL in the same run")
-    p.add_argument("--warmup", action="store_true",
-                   help="apply each batch once first (other rows), refresh and check every table, and report only "
-                        "the batches after it: both modes then run warm (Spark's generated classes compiled, the JIT "
-                        "warm), as a warehouse refreshed on a schedule does; without it every INCREMENTAL refresh "
-                        "of a batch kind is its first")
+    p.add_argument("--warmup", nargs="?", type=int, const=1, default=0, metavar="ROUNDS",
+                   help="apply the batches ROUNDS times first (1 if not given; other rows), refresh every table and "
+                        "check it after the last round, and report only the batches after them: both modes then run "
+                        "warm (Spark's generated classes compiled, the JIT warm), as a warehouse refreshed on a "
+                        "schedule does; without it every INCREMENTAL refresh of a batch kind is its first. The JIT "
+                        "keeps compiling Spark's code for about ten refreshes of a table (bench/README.md, \"Steady "
+                        "state\"), so more rounds come closer to a warehouse refreshed all day")
     p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
                    help="where generated data is cached (one folder per scale factor)")
@@ -113,18 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     batch_rows: dict[str, int] = {}
     sdp_totals: dict[str, float] = {}
     failures: list[str] = []
-    if args.warmup:
+    for r in range(args.warmup):
+        last = r == args.warmup - 1
         for i, batch in enumerate(batches):
             t = time.perf_counter()
-            refresh_functions.apply(session, batch, seed=2000 + i)
+            refresh_functions.apply(session, batch, seed=2000 + 100 * r + i)
             at = now_utc()
             for q in queries:
                 twin = (dynamic.incremental_twin(q),) if args.incremental_twin else ()
                 for name in dynamic.names(q) + twin:
                     dynamic.refresh(session, name, at)
-                    if not args.skip_check:
+                    if last and not args.skip_check:
                         _check(session, q, name, f"warm-up {batch}", failures)
-            _say(f"warm-up {batch}: applied and refreshed in {time.perf_counter() - t:.1f} s")
+            _say(f"warm-up {r + 1} {batch}: applied and refreshed in {time.perf_counter() - t:.1f} s")
     for i, batch in enumerate(batches):
         t = time.perf_counter()
         changed = refresh_functions.apply(session, batch, seed=1000 + i)
