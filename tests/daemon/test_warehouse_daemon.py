@@ -32,7 +32,9 @@ FAST = DaemonOptions(base_period_s=BASE, max_parallel=2, suspend_after=2)
 
 def tick(dt: Any, options: DaemonOptions = FAST) -> WarehouseDaemon:
     """One tick of a freshly started daemon (each call is a restart: everything comes from the store)."""
-    time.sleep(BASE * 1.2)  # the next grid point, so that every '1 second' table is due again
+    # A '1 second' table's period is at most its lag (shorter by its refreshes' expected duration: 0.5 s for a quick
+    # one, not the base period), so only a full lag past the last data timestamp makes every such table due again.
+    time.sleep(1.0 + BASE)
     daemon = WarehouseDaemon(dt, options)
     daemon.run(once=True)
     return daemon
