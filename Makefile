@@ -24,6 +24,8 @@ test: setup
 	$(PY) -m mypy  # the packages' types ([tool.mypy] in pyproject.toml); fails the run like a test
 	$(VENV)/bin/lint-imports  # import contracts ([tool.importlinter] in pyproject.toml)
 	$(PY) -m pytest -q --durations=15
+	# the heavy tests (tests/heavy.txt): the default suite above stays under 20 minutes without them
+	$(PY) -m pytest -q --durations=10 -m heavy
 	# a standalone cluster and a Spark Connect server, each started by its tests, each in a process of its own
 	$(PY) -m pytest -q -m cluster tests/remote/test_cluster.py
 	$(PY) -m pytest -q -m connect tests/remote/test_connect.py

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dtables.testing import assert_same_rows, rows_multiset  # noqa: F401  (re-exported for tests)
+
+
+HEAVY = Path(__file__).with_name("heavy.txt")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests listed in heavy.txt ``heavy``: the default suite leaves them to ``pytest -m heavy``."""
+    heavy = {line.strip() for line in HEAVY.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid in heavy:
+            item.add_marker(pytest.mark.heavy)
 
 
 @pytest.fixture(scope="session")
