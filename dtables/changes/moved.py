@@ -26,7 +26,7 @@ from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.reader import redundant_delta
-from dtables.changes.shared_reads import known_value, value_once
+from dtables.changes.shared_reads import is_on_driver, known_value, value_once
 from dtables.spark.sessions import own_session
 
 _WHOLE = "__dtables_whole_rows"
@@ -90,7 +90,43 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
     # dynamic.executor), on a session of its own so the caller's settings stay as they are.
     with own_session(spark) as clone:
         clone.conf.set("spark.sql.adaptive.enabled", "false")
-        return _moved(redundant_delta(clone, interval, read_once=True))
+        delta = redundant_delta(clone, interval, read_once=True)
+        if not is_on_driver(delta):
+            return _moved(delta)
+        # Instants as numbers: Python turns a timestamp into a local time, which two instants of a DST change share
+        # (a projection of rows the driver holds runs no job either)
+        exact = delta.select(*[F.unix_micros(F.col(quote_column(f.name))).alias(f.name)
+                               if isinstance(f.dataType, T.TimestampType) else F.col(quote_column(f.name))
+                               for f in delta.schema.fields])
+        return _moved_rows(delta.schema, exact.collect())
+
+
+def _moved_rows(schema: T.StructType, rows: list[Any]) -> MovedColumns:
+    """``_moved`` over rows the driver holds, without a Spark job. Values compare as Python values, which can only
+    say a column moved that did not (the safe side: its readers see a change, and pair no rows): a NaN differs
+    from itself here, where Spark counts it equal, and maps and timestamps inside other values count as moved."""
+    fields = [(i, f) for i, f in enumerate(schema.fields) if f.name not in (ACTION, ROW_ID)]
+    action, row_id = schema.fieldNames().index(ACTION), schema.fieldNames().index(ROW_ID)
+    by_id: dict[Any, list[Any]] = {}
+    whole = False
+    for row in rows:
+        if row[row_id] is None:
+            whole = True
+        else:
+            by_id.setdefault(row[row_id], []).append(row)
+    moved = {f.name: False for _, f in fields}
+    always = {f.name: True for _, f in fields}
+    for pair in by_id.values():
+        if len(pair) != 2 or {pair[0][action], pair[1][action]} != {DELETE, INSERT}:
+            whole = True
+            continue
+        start, end = sorted(pair, key=lambda r: r[action] != DELETE)
+        for i, f in fields:
+            differs = _uncomparable(f.dataType, top=True) or start[i] != end[i]
+            moved[f.name] = moved[f.name] or differs
+            always[f.name] = always[f.name] and differs
+    return MovedColumns(rows=whole, columns=frozenset(c for c, m in moved.items() if m),
+                        always=frozenset(c for c, a in always.items() if a and rows))  # none of no rows, as SQL's
 
 
 def _moved(delta: Any) -> MovedColumns:
@@ -127,3 +163,15 @@ def _has_map(t: T.DataType) -> bool:
     if isinstance(t, T.StructType):
         return any(_has_map(f.dataType) for f in t.fields)
     return False
+
+
+def _uncomparable(t: T.DataType, *, top: bool = False) -> bool:
+    """Whether ``_moved_rows`` counts a column of type ``t`` as moved without comparing: maps (as Spark), and
+    timestamps inside other values (a top-level one is compared as a number)."""
+    if isinstance(t, T.TimestampType):
+        return not top
+    if isinstance(t, T.ArrayType):
+        return _uncomparable(t.elementType)
+    if isinstance(t, T.StructType):
+        return any(_uncomparable(f.dataType) for f in t.fields)
+    return isinstance(t, T.MapType)

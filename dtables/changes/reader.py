@@ -52,7 +52,8 @@ from dtables.catalog import quote_column
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
-from dtables.changes.shared_reads import plan_once, read_once as read_once_shared
+from dtables.changes.shared_reads import driver_rows_max, plan_once
+from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
     AT_START,
@@ -236,7 +237,9 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     ``read_once``: when the read picks a few rows out of whole files by their deletion vectors (a DELETE with
     vectors writes no change data), compute it here in one Spark job (a local checkpoint) rather than at each of
     the places a derivative reads it, each of which would scan those files again; later refreshes that read the
-    same interval read that checkpoint (``shared_reads``).
+    same interval read that checkpoint (``shared_reads``). Likewise a read of both sides (an interval that
+    updated rows) that the log bounds to a few rows (``shared_reads.driver_rows_max``), whose rows the driver then
+    holds: the places that read it run no job.
 
     ``compared``: the only columns the reader uses (``differentiation.columns_read``). A row whose DELETE and
     INSERT agree on them (an UPDATE of other columns) is left out, both halves: to the reader it did not change.
@@ -244,7 +247,11 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
     key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
            plan.interval.end_version, change_data_files(spark), direct_snapshots(spark))
-    if not (read_once and _picks_rows(spark, plan)):
+    bound = _rows_bound(spark, plan) if read_once and plan.shape != Shape.NO_DATA else None
+    # A read of both sides (an UPDATE's, a MERGE's) joins them: worth computing once for every place that reads
+    # it (``moved``'s columns and the derivative's terms). A read of one side is a scan, cheaper to repeat.
+    hold = bound is not None and plan.shape == Shape.MINIMIZE and bound <= driver_rows_max(spark)
+    if bound is None or not (_picks_rows(spark, plan) or hold):
         # Every refresh of this interval reads the same rows: the read's plan (its files, per-file row ids, copies
         # left out) is built once per application (`plan_once`), as snapshots are; the files are checked each time,
         # since a kept plan is scanned again by every read.
@@ -253,7 +260,7 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
         built = plan_once(spark, key, lambda: _redundant_delta(spark, plan, checked=True))
         return _without_unchanged(plan, built, compared)
     # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
-    kept = read_once_shared(spark, key, _rows_read(spark, plan), lambda: _redundant_delta(spark, plan))
+    kept = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
     return _without_unchanged(plan, kept, compared)
 
 
@@ -289,6 +296,36 @@ def _rows_read(spark: Any, plan: ChangePlan) -> int:
             else:
                 total += f.num_records if f.num_records is not None else 1 << 40
     return total
+
+
+def _rows_bound(spark: Any, plan: ChangePlan) -> int:
+    """At most the rows the redundant delta holds, from the log alone: the data-file rows it reads
+    (``_rows_read``) and the change data rows of its commits, from their operation metrics (an UPDATE writes a
+    preimage and a postimage per row; a commit without the metrics counts as too many)."""
+    total = _rows_read(spark, plan)
+    if plan.commit_reads is None or not _by_commit(spark, plan):
+        return total
+    log = open_log(spark, plan.interval)
+    for version in sorted({v for _, v in plan.commit_reads.change_files}):
+        commit = log.commit(version)
+        total += _change_data_rows(commit.metrics or {}, commit.operation)
+    return total
+
+
+# The operation metrics that count a commit's change data rows, with the change data rows per counted row
+_CHANGE_DATA_METRICS = {
+    "UPDATE": (("numUpdatedRows", 2),),
+    "DELETE": (("numDeletedRows", 1),),
+    "MERGE": (("numTargetRowsUpdated", 2), ("numTargetRowsDeleted", 1), ("numTargetRowsInserted", 1)),
+}
+
+
+def _change_data_rows(metrics: dict[str, Any], operation: str | None = None) -> int:
+    counted = _CHANGE_DATA_METRICS.get(operation or "")
+    try:
+        return sum(int(metrics[name]) * per for name, per in counted) if counted else 1 << 40
+    except (KeyError, TypeError, ValueError):
+        return 1 << 40
 
 
 def _picks_rows(spark: Any, plan: ChangePlan) -> bool:

@@ -14,6 +14,10 @@ Snapshots are kept the same way, as plans (``plan_once``): nothing is computed a
 building a snapshot of a version (its file list, its deletion vectors decoded into a table of marked rows) is done
 once per application, not once per refresh that reads it.
 
+A read of an interval that updated a few rows (bounded from the log, ``spark.dtables.changes.driverRowsMax``) is
+held by the driver instead of checkpointed (``on_driver``): a local relation, which the plans over it read and
+broadcast without a job, and which ``moved`` can compare in Python.
+
 ``spark.dtables.changes.sharedReads = false`` computes each refresh's read on its own (as before); reads that may
 pick more than ``spark.dtables.changes.sharedReadsMaxRows`` rows (default 5,000,000, counted from the vectors) are
 never kept, so a large DELETE does not pin its rows in memory after its refresh.
@@ -29,10 +33,16 @@ from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+from dtables.spark.sessions import is_connect
 
 SHARED_READS = "spark.dtables.changes.sharedReads"
 SHARED_READS_MAX_ROWS = "spark.dtables.changes.sharedReadsMaxRows"
 DEFAULT_MAX_ROWS = 5_000_000
+# Change reads of at most this many rows (bounded from the log before any job runs) are kept on the driver
+DRIVER_ROWS_MAX = "spark.dtables.changes.driverRowsMax"
+DEFAULT_DRIVER_ROWS_MAX = 10_000
 MAX_KEPT = 16  # intervals kept per process: enough for every source of a DAG refreshed at one frontier
 MAX_PLANS = 64  # snapshot plans kept per process (they hold no rows)
 
@@ -50,17 +60,44 @@ def _global_database(spark: Any) -> str:
     return str(spark.conf.get("spark.sql.globalTempDatabase", "global_temp"))
 
 
-def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[[], DataFrame]) -> DataFrame:
-    """``build()`` computed once (a local checkpoint), or the same rows computed earlier in this application under
-    ``key``. ``rows`` bounds the rows the read can hold (kept only up to the configured maximum)."""
+def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[[], DataFrame], *,
+              hold: bool = False) -> DataFrame:
+    """``build()`` computed once, or the same rows computed earlier in this application under ``key``: held by the
+    driver where ``hold`` (``on_driver``; the caller checks ``driver_rows_max``), otherwise in a local checkpoint.
+    ``rows`` bounds the rows the read can hold (kept for later refreshes only up to the configured maximum)."""
+    small = hold and rows <= driver_rows_max(spark)
     if str(spark.conf.get(SHARED_READS, "true")).lower() == "false" \
             or rows > int(spark.conf.get(SHARED_READS_MAX_ROWS, str(DEFAULT_MAX_ROWS))):
-        return build().localCheckpoint(eager=True)
+        return on_driver(build()) if small else build().localCheckpoint(eager=True)
     full_key = ("read", _application(spark), *key)
     kept = _lookup(spark, full_key)
     if kept is not None:
         return kept
-    return _keep(spark, full_key, build().localCheckpoint(eager=True))
+    return _keep(spark, full_key, on_driver(build()) if small else build().localCheckpoint(eager=True))
+
+
+def driver_rows_max(spark: Any) -> int:
+    """How many rows a change read may hold to be kept on the driver (``spark.dtables.changes.driverRowsMax``;
+    -1 keeps none there, as over Spark Connect, whose client has no JVM to hold them)."""
+    return -1 if is_connect(spark) else int(spark.conf.get(DRIVER_ROWS_MAX, str(DEFAULT_DRIVER_ROWS_MAX)))
+
+
+def on_driver(df: DataFrame) -> DataFrame:
+    """``df``'s rows computed now (one Spark job, as a local checkpoint takes) and held by the driver as a local
+    relation. A plan over a local relation reads no files and runs no job to scan or broadcast it: every
+    derivative term that joins a small change with a table broadcasts the change for free, where a checkpoint or a
+    scan of the change files costs a job per read. The rows stay in the JVM (``collectAsList``), never pass through
+    Python. Classic Spark only (a Connect client has no JVM to hold them)."""
+    session = df.sparkSession
+    jdf = df._jdf  # type: ignore[attr-defined]
+    local = session._jsparkSession.createDataFrame(jdf.collectAsList(), jdf.schema())  # type: ignore[attr-defined]
+    return ClassicDataFrame(local, session)
+
+
+def is_on_driver(df: DataFrame) -> bool:
+    """Whether ``df`` is rows held by the driver (``on_driver``): collecting it runs no Spark job."""
+    jdf = getattr(df, "_jdf", None)
+    return jdf is not None and jdf.queryExecution().optimizedPlan().getClass().getSimpleName() == "LocalRelation"
 
 
 def plan_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFrame]) -> DataFrame:

@@ -1,5 +1,6 @@
-"""A change read that picks rows by deletion vector is computed once per application and interval, then read by
-every later refresh of that interval (``dtables.changes.shared_reads``), from any session."""
+"""A change read that picks rows by deletion vector, or that the log bounds to a few rows, is computed once per
+application and interval, then read by every later refresh of that interval (``dtables.changes.shared_reads``),
+from any session; a few rows are held by the driver."""
 
 from __future__ import annotations
 
@@ -116,6 +117,7 @@ def test_a_change_read_plan_is_built_once_and_its_files_checked_at_every_read(sp
     monkeypatch.setattr(reader, "_redundant_delta", lambda *a, **k: built.append(1) or real(*a, **k))
 
     def read(session: Any, compared: frozenset[str] | None) -> Counter[tuple[Any, ...]]:
+        session.conf.set(shared_reads.DRIVER_ROWS_MAX, "-1")  # read from the files each time, not rows held
         interval = resolve_interval(session, table, at=Bound.version(1), end=Bound.version(3))
         df = redundant_delta(session, interval, read_once=True, compared=compared)
         return Counter((r["k"], r["v"], r["__action"]) for r in df.collect())
@@ -136,3 +138,48 @@ def test_a_change_read_plan_is_built_once_and_its_files_checked_at_every_read(sp
             read(spark.newSession(), None)
     finally:
         shared_reads.forget_all(spark)
+
+
+def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver(spark: Any, make_table: Any, run: Any):
+    """An UPDATE's change data holds a preimage and a postimage per updated row (its operation metrics count
+    them): up to ``driverRowsMax`` rows the read is computed once and held by the driver, and reading it again,
+    or collecting it, runs no job. Above the bound it is read from the change data files at each read."""
+    table = make_table("k INT, v STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT CAST(id AS INT), 'a' FROM range(50)", "UPDATE {t} SET v = 'b' WHERE k < 5")
+    try:
+        for limit, held in (("10", True), ("9", False)):
+            spark.conf.set(shared_reads.DRIVER_ROWS_MAX, limit)
+            df, _ = _read(spark, table, 1, 2)
+            assert shared_reads.is_on_driver(df) is held, limit
+            with SparkWork(spark, "collect") as work:
+                rows = _rows(df)
+            assert (work.cost.jobs == 0) is held, limit
+            assert Counter(r[:3] for r in rows) == Counter(
+                {(k, "a", "DELETE"): 1 for k in range(5)} | {(k, "b", "INSERT"): 1 for k in range(5)})
+            assert len({r for _, _, _, r in rows}) == 5  # a DELETE and an INSERT per updated row, by its id
+            shared_reads.forget_all(spark)
+    finally:
+        spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+
+
+def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: str, make_table: Any, run: Any):
+    """The same rows, ids included, whether the driver holds the read or it is read from the files: a mix of
+    appends, updates and deletes (picked by vector) with NULLs and duplicates; and deletes only, which the driver
+    does not hold."""
+    mixed = make_table("k INT, v STRING", VECTORS)
+    run(mixed, "INSERT INTO {t} SELECT CAST(id % 7 AS INT), CAST(id % 3 AS STRING) FROM range(40)",
+        "INSERT INTO {t} VALUES (NULL, NULL), (1, '1'), (1, '1')", "UPDATE {t} SET v = NULL WHERE k = 2",
+        "DELETE FROM {t} WHERE k = 3", "UPDATE {t} SET v = 'x' WHERE v IS NULL")
+    for table, start, end in ((deleted, 1, 3), (mixed, 1, 5)):
+        found = {}
+        for limit in ("10000", "-1"):
+            spark.conf.set(shared_reads.DRIVER_ROWS_MAX, limit)
+            try:
+                df, _ = _read(spark, table, start, end)
+                # deletes only are a scan of one side, checkpointed: the driver holds reads of both sides
+                assert shared_reads.is_on_driver(df) is (limit != "-1" and table == mixed)
+                found[limit] = _rows(df)
+            finally:
+                spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+                shared_reads.forget_all(spark)
+        assert found["10000"] == found["-1"] and found["-1"], table

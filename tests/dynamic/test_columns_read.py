@@ -189,11 +189,13 @@ def test_a_part_of_the_query_that_reads_no_moved_column_is_planned_unchanged(dt:
     assert_same_rows(table_rows(dt, "s"), oracle_rows(dt, "s"))
 
 
-def test_moved_columns_compare_each_updated_row_at_both_ends(dt: Any) -> None:
+@pytest.mark.parametrize("driver_rows", [10_000, -1], ids=["on the driver", "in a Spark job"])
+def test_moved_columns_compare_each_updated_row_at_both_ends(dt: Any, driver_rows: int) -> None:
     from dtables.changes import resolve_interval
     from dtables.changes.interval import Bound
     from dtables.changes.moved import moved_columns
 
+    dt.spark.conf.set("spark.dtables.changes.driverRowsMax", str(driver_rows))
     dt.sql("CREATE TABLE m (k INT, v INT, note STRING, tags MAP<STRING, INT>)")
     dt.sql("INSERT INTO m VALUES (1, NULL, 'a', map('x', 1)), (2, 2, NULL, NULL), (2, 2, NULL, NULL)")
 
