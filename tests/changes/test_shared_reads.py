@@ -164,22 +164,23 @@ def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver(spark: Any, mak
 
 def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: str, make_table: Any, run: Any):
     """The same rows, ids included, whether the driver holds the read or it is read from the files: a mix of
-    appends, updates and deletes (picked by vector) with NULLs and duplicates; and deletes only, which the driver
-    does not hold."""
+    appends and updates with NULLs and duplicates; the driver does not hold reads of rows picked by vector
+    (deletes only, and the mix with a DELETE)."""
     mixed = make_table("k INT, v STRING", VECTORS)
     run(mixed, "INSERT INTO {t} SELECT CAST(id % 7 AS INT), CAST(id % 3 AS STRING) FROM range(40)",
         "INSERT INTO {t} VALUES (NULL, NULL), (1, '1'), (1, '1')", "UPDATE {t} SET v = NULL WHERE k = 2",
-        "DELETE FROM {t} WHERE k = 3", "UPDATE {t} SET v = 'x' WHERE v IS NULL")
-    for table, start, end in ((deleted, 1, 3), (mixed, 1, 5)):
+        "UPDATE {t} SET v = 'x' WHERE v IS NULL", "DELETE FROM {t} WHERE k = 3")
+    # (1, 4]: appends and updates, held; (1, 5] adds a DELETE whose rows are picked by vector: checkpointed
+    for table, start, end in ((deleted, 1, 3), (mixed, 1, 4), (mixed, 1, 5)):
         found = {}
         for limit in ("10000", "-1"):
             spark.conf.set(shared_reads.DRIVER_ROWS_MAX, limit)
             try:
                 df, _ = _read(spark, table, start, end)
-                # deletes only are a scan of one side, checkpointed: the driver holds reads of both sides
-                assert shared_reads.is_on_driver(df) is (limit != "-1" and table == mixed)
+                # rows picked by vector are checkpointed: the driver holds reads of change data and new files
+                assert shared_reads.is_on_driver(df) is (limit != "-1" and table == mixed and end == 4)
                 found[limit] = _rows(df)
             finally:
                 spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
                 shared_reads.forget_all(spark)
-        assert found["10000"] == found["-1"] and found["-1"], table
+        assert found["10000"] == found["-1"] and found["-1"], (table, end)
