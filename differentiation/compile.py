@@ -30,6 +30,7 @@ from differentiation.rewrite import map_bottom_up, map_children
 from differentiation.rules.aggregate import AggregateFromEnd
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.rules.semi_join import CountedSemiJoinDelta
+from differentiation.shared_reads import SHARED_ALIAS, shared_reads
 from differentiation.sources import Sources
 from differentiation.sql import (
     alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign, string,
@@ -123,8 +124,9 @@ class Compiler:
     """Compiles plans against `sources` into CTEs; `query` wraps a final SELECT with every CTE it needs."""
 
     def __init__(self, sources: Sources, shared: frozenset[Node] | None = None, *, broadcast_keys: bool = False,
-                 whole_groups: WholeGroups | None = None) -> None:
+                 whole_groups: WholeGroups | None = None, aliased: Mapping[Node, Restrict] | None = None) -> None:
         self.sources = sources
+        self.aliased = aliased or {}  # restricted snapshots read once for every alias (`shared_reads`)
         self.shared = shared  # nodes read more than once (emitted as CTEs); None: every node a CTE
         self.whole_groups = whole_groups or WholeGroups()
         self._helpers: dict[Node, str] = {}
@@ -161,7 +163,10 @@ class Compiler:
         """`node` as a FROM item: its CTE when it is shared, else its SELECT inline. A shared aggregate of
         snapshots (Q15's sums per supplier, which both the MAX over them and the join with supplier read at one
         end of the interval) and a shared restricted snapshot (`prune.unify_key_sets`) are computed once: Spark
-        would scan their input once per reader."""
+        would scan their input once per reader; so is a restricted snapshot the plan reads under several aliases
+        (`shared_reads`), each reader renaming its columns."""
+        if node in self.aliased:
+            return self._renamed(node).subquery(exp.to_identifier(as_, quoted=True))
         if self.shared is not None and node in self.shared and _scans_once(node):
             return _from(self._computed_once(node), as_)
         if self.shared is None or node in self.shared or node in self._names:
@@ -362,8 +367,17 @@ class Compiler:
             out = exp.Union(this=out, expression=p, distinct=True)
         return out
 
+    def _renamed(self, node: Node) -> exp.Select:
+        """`node`'s rows from the read of its table computed once for every alias (`shared_reads`)."""
+        assert isinstance(node, Restrict) and isinstance(node.child, Snapshot)
+        scan = node.child.scan
+        items = [alias(col(f"{SHARED_ALIAS}.{c}", "r"), f"{scan.alias}.{c}") for c, _ in scan.schema]
+        return exp.select(*items, col(ROW_ID, "r")).from_(_from(self._computed_once(self.aliased[node]), "r"))
+
     def _restrict(self, node: Node) -> exp.Query:
         assert isinstance(node, Restrict)
+        if node in self.aliased:
+            return self._renamed(node)
         if node.keys.width == 0:
             on: exp.Expr = exp.true()
         else:
@@ -639,12 +653,15 @@ def shared_nodes(plan: Node) -> frozenset[Node]:
     return frozenset(n for n, k in uses.items() if k > 1)
 
 
-def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False) -> tuple[Compiler, str]:
+def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False,
+                 share_aliases: bool = False) -> tuple[Compiler, str]:
     """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows;
-    `broadcast_keys`: the key sets of restrictions are small (see `Compiler`)."""
+    `broadcast_keys`: the key sets of restrictions are small (see `Compiler`); `share_aliases`: a restricted
+    snapshot read under several aliases is computed once (`shared_reads`)."""
     plan = pushed(plan)
     compiler = Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys,
-                        whole_groups=whole_groups_read_twice(plan))
+                        whole_groups=whole_groups_read_twice(plan),
+                        aliased=shared_reads(plan) if share_aliases else None)
     return compiler, compiler.name(plan)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from sqlglot import exp
 
 from differentiation.build import build_plan
-from differentiation import ends, prune
+from differentiation import ends, prune, shared_reads
 from differentiation.compile import compile_plan, pushed
 from differentiation.delta_nodes import At, KeyFilter, KeyProbe, Snapshot
 from differentiation.derive import Derivative, differentiate
@@ -28,7 +28,7 @@ def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
-                  broadcast_keys: bool = False, share_ends: bool = False,
+                  broadcast_keys: bool = False, share_ends: bool = False, share_aliases: bool = True,
                   whole: Callable[[Snapshot], bool] = lambda leaf: False) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
@@ -40,7 +40,9 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     the state side of a join term is restricted to the keys of the change reads, unless its snapshots are all
     ones to read `whole` (tables Spark broadcasts as they are: `prune.restrict_terms`).
     `share_ends`: a table the plan reads restricted at both ends of the interval is read once for both
-    (`ends.py`; `Sources.ends`), for small changes too.
+    (`ends.py`; `Sources.ends`), for small changes too. `share_aliases`: with small changes, a table the plan
+    reads restricted under several aliases (a self-join, EXISTS over the same table) is read once per end, restricted
+    to the union of its key sets (`shared_reads.py`).
     """
     plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
     if keys:
@@ -49,9 +51,12 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     if broadcast_keys:
         plan = prune.restrict_terms(plan, whole)
     plan = prune.unify_key_sets(plan)
+    aliases = broadcast_keys and share_aliases
+    if aliases:
+        plan = shared_reads.unify_restrictions(plan)
     if share_ends:
         plan = ends.share_ends(plan)
-    compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys)
+    compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys, share_aliases=aliases)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])

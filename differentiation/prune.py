@@ -136,10 +136,10 @@ def _key_reads(keys: KeySet, i: int) -> tuple[tuple[ChangeRead, str], ...] | Non
 def _change_reads(node: Node, column: str) -> tuple[tuple[str, str, str], ...] | None:
     """(table, column, type) of every change read whose values include those of `column` in change set `node`."""
     reads = _reads_of(node, column)
-    return None if reads is None else _typed(reads)
+    return None if reads is None else typed_reads(reads)
 
 
-def _typed(reads: tuple[tuple[ChangeRead, str], ...]) -> tuple[tuple[str, str, str], ...]:
+def typed_reads(reads: tuple[tuple[ChangeRead, str], ...]) -> tuple[tuple[str, str, str], ...]:
     """(table, base column, type) of each change read and column."""
     out = []
     for read, name in reads:
@@ -267,7 +267,7 @@ def _restrict_sites(restrict: Restrict, absence: Absence) -> list[tuple[str, Sna
         if not isinstance(key.expr, exp.Column):
             continue
         reads = _key_reads(restrict.keys, i)
-        found = _typed(reads) if reads is not None else None
+        found = typed_reads(reads) if reads is not None else None
         leaf = _leaf_of(restrict.child, key.expr.name) if found else None
         if not found or leaf is None:
             continue
@@ -377,7 +377,7 @@ def widen_key_sets(plan: Node) -> Node:
     changes make them smaller than the reads' keys."""
     def widen(node: Node) -> Node:
         if isinstance(node, KeySet) and node.width == 1 and _reads_snapshot(node):
-            return _keys_of_reads(node) or node
+            return keys_of_reads(node) or node
         return node
 
     return map_bottom_up(plan, widen)
@@ -387,11 +387,11 @@ def _reads_snapshot(keys: KeySet) -> bool:
     return any(isinstance(n, (Snapshot, BothEnds, StoredState)) for child in keys.inputs for n in each_once(child))
 
 
-def _keys_of_reads(keys: KeySet) -> KeySet | None:
+def keys_of_reads(keys: KeySet) -> KeySet | None:
     found = _key_reads(keys, 0)
     if not found:
         return None
-    kinds = {t for _, _, t in _typed(found)}
+    kinds = {t for _, _, t in typed_reads(found)}
     if len(kinds) != 1:
         return None  # keys of several types would be compared after a cast the key set never made
     distinct = tuple(dict.fromkeys(found))  # the terms of a sum read the same changes
@@ -410,7 +410,7 @@ def unify_key_sets(plan: Node) -> Node:
             found.setdefault((node.child, node.alternatives), set()).add(node.keys)
     unified: dict[tuple[Node, tuple[tuple[Scalar, ...], ...], KeySet], KeySet] = {}
     for (leaf, alternatives), sets in found.items():
-        wider = {_keys_of_reads(k) if k.width == 1 else None for k in sets}
+        wider = {keys_of_reads(k) if k.width == 1 else None for k in sets}
         if len(sets) > 1 and len(wider) == 1 and None not in wider:
             unified.update({(leaf, alternatives, k): next(iter(wider)) for k in sets})  # type: ignore[misc]
     if not unified:

@@ -45,6 +45,9 @@ DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
 # both (differentiation/ends.py). Off by default: on TPC-H SF 1 RF2 it saved no time in sum (bench/README.md), the
 # shared read's shuffle costing about what the second scan did.
 SHARE_ENDS = "spark.dtables.refresh.shareEnds"
+# With such small changes, false reads a table the plan reads restricted under several aliases (TPC-H Q21's three
+# lineitems) once per alias, as before differentiation/shared_reads.py (to compare).
+SHARE_ALIASES = "spark.dtables.refresh.shareAliases"
 # With such small changes a join term's table smaller than this (its files at the version read) is read whole, not
 # restricted to the change's keys first (differentiation.prune.restrict_terms): Spark broadcasts a table that small
 # as it is (under its 10 MB autoBroadcastJoinThreshold), and the restriction cost a Spark job of its own (the
@@ -144,8 +147,10 @@ class IntervalSources:
         self._read = diff.columns_read(derivative.source)
         small = self.small_change()
         share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
+        aliases = str(self.settings.conf.get(SHARE_ALIASES, "true")).lower() != "false"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
-                                  broadcast_keys=small, share_ends=share, whole=self._read_whole)
+                                  broadcast_keys=small, share_ends=share, share_aliases=aliases,
+                                  whole=self._read_whole)
 
     def _read_whole(self, leaf: diff.Snapshot) -> bool:
         """Whether a join term reads ``leaf``'s table whole rather than restricted to the change's keys."""
