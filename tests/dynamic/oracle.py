@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt_
+from collections.abc import Mapping
 from typing import Any
 
 from sqlglot import exp
 
+from differentiation import ChangeStats
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import ROW_ID_COLUMN
+from dtables.dynamic.frontier import resolve_source
+from dtables.dynamic.plan import decide
+from dtables.dynamic.sources import RefreshSources
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.references import replace_table
 
@@ -46,3 +52,17 @@ def oracle_rows(dt: Any, name: str) -> list[tuple]:
 
 def table_rows(dt: Any, name: str) -> list[tuple]:
     return [tuple(r) for r in dt.table(name).drop(ROW_ID_COLUMN).collect()]
+
+
+def change_query_plan(dt: Any, name: str, stats: Mapping[str, ChangeStats]) -> str:
+    """The physical plan of the change query the next refresh of `name` runs, with `stats` the kinds of change of
+    its sources (tests count the scans in it)."""
+    d = defs.require(dt.store, name)
+    at = dt_.datetime.now(dt_.timezone.utc)
+    sources = {s: resolve_source(dt, d.name, s, at) for s in d.sources}
+    action = decide(d, sources, stats, at, ())
+    assert action.action == "INCREMENTAL" and action.derivative is not None
+    refresh = RefreshSources(dt.spark.newSession(), d.frontier, sources, settings=dt.spark)
+    refresh.spark.conf.set("spark.sql.adaptive.enabled", "false")  # as incremental refreshes run (executor.py)
+    return str(refresh.spark.sql(to_spark(refresh.changes_query(action.derivative)))._jdf.queryExecution()
+               .executedPlan().toString())

@@ -4,7 +4,6 @@ and the refresh still equals the recompute."""
 
 from __future__ import annotations
 
-import datetime as dt_
 import re
 import tempfile
 from typing import Any
@@ -17,13 +16,8 @@ from differentiation import ChangeStats
 from dtables.changes.keys import MAX_FRACTION as KEY_PRUNING_MAX_FRACTION
 from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.changes.sources import RESTRICT_MIN_BYTES, SHARE_ALIASES
-from dtables.dynamic import definition as defs
-from dtables.dynamic.frontier import resolve_source
-from dtables.dynamic.plan import decide
-from dtables.dynamic.sources import RefreshSources
-from dtables.sql.dialect import to_spark
 from dtables.testing import assert_same_rows
-from oracle import oracle_rows, table_rows
+from oracle import change_query_plan, oracle_rows, table_rows
 
 # Q21's shape: lines of orders in state 'F' late at supplier s, whose order has a line of another supplier and no
 # other late line (Q21 then counts them per supplier); lines are read three times, under l1, l2 and l3
@@ -55,16 +49,8 @@ def waits(dt: Any) -> Any:
 
 def _scans_of_l(dt: Any) -> int:
     """Parquet scans of l's files in the physical plan of the next refresh's change query."""
-    d = defs.require(dt.store, "waits")
-    at = dt_.datetime.now(dt_.timezone.utc)
-    sources = {s: resolve_source(dt, d.name, s, at) for s in d.sources}
-    stats = {"default.l": ChangeStats(inserts=True, deletes=True), "default.o": ChangeStats(deletes=True)}
-    action = decide(d, sources, stats, at, ())
-    assert action.action == "INCREMENTAL" and action.derivative is not None
-    refresh = RefreshSources(dt.spark.newSession(), d.frontier, sources, settings=dt.spark)
-    refresh.spark.conf.set("spark.sql.adaptive.enabled", "false")  # as incremental refreshes run (executor.py)
-    plan = str(refresh.spark.sql(to_spark(refresh.changes_query(action.derivative)))._jdf.queryExecution()
-               .executedPlan().toString())
+    plan = change_query_plan(dt, "waits", {"default.l": ChangeStats(inserts=True, deletes=True),
+                                           "default.o": ChangeStats(deletes=True)})
     # l's scans are those reading its column late (o has k and st)
     return sum(1 for line in plan.splitlines() if re.search(r"FileScan parquet \[o#\d+,s#\d+,late#", line))
 

@@ -4,7 +4,6 @@ the recompute."""
 
 from __future__ import annotations
 
-import datetime as dt_
 import re
 from typing import Any
 
@@ -12,13 +11,8 @@ import pytest
 
 from differentiation import ChangeStats
 from dtables.changes.sources import SHARE_ENDS
-from dtables.dynamic import definition as defs
-from dtables.dynamic.frontier import resolve_source
-from dtables.dynamic.plan import decide
-from dtables.dynamic.sources import RefreshSources
-from dtables.sql.dialect import to_spark
 from dtables.testing import assert_same_rows
-from oracle import oracle_rows, table_rows
+from oracle import change_query_plan, oracle_rows, table_rows
 
 QUERY = "SELECT f.k, max(f.v) AS top, count(*) AS n FROM f JOIN d ON f.k = d.k GROUP BY f.k"  # MAX: recomputed
 
@@ -39,15 +33,7 @@ def tops(dt: Any) -> Any:
 
 def _scans_of_f(dt: Any) -> int:
     """Parquet scans of f's files in the physical plan of the next refresh's change query."""
-    d = defs.require(dt.store, "tops")
-    at = dt_.datetime.now(dt_.timezone.utc)
-    sources = {s: resolve_source(dt, d.name, s, at) for s in d.sources}
-    action = decide(d, sources, {"default.f": ChangeStats(inserts=True, deletes=True)}, at, ())
-    assert action.action == "INCREMENTAL" and action.derivative is not None
-    refresh = RefreshSources(dt.spark.newSession(), d.frontier, sources, settings=dt.spark)
-    refresh.spark.conf.set("spark.sql.adaptive.enabled", "false")  # as incremental refreshes run (executor.py)
-    plan = str(refresh.spark.sql(to_spark(refresh.changes_query(action.derivative)))._jdf.queryExecution()
-               .executedPlan().toString())
+    plan = change_query_plan(dt, "tops", {"default.f": ChangeStats(inserts=True, deletes=True)})
     # f's scans are those reading its column v (d has k and w)
     return sum(1 for line in plan.splitlines() if re.search(r"FileScan parquet \[k#\d+,v#", line))
 
