@@ -19,7 +19,7 @@ from.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -398,26 +398,47 @@ def keys_of_reads(keys: KeySet) -> KeySet | None:
     return KeySet(tuple(r for r, _ in distinct), tuple((Scalar(col(c)),) for _, c in distinct))
 
 
+# A rule for `restrict_alike`: the key set every restriction of a group takes, from their nodes and the keys of the
+# change reads each one's key set comes from; None leaves the group alone.
+Merge = Callable[[list[Restrict], list[KeySet]], "KeySet | None"]
+
+
+def restrict_alike(plan: Node, group: Callable[[Restrict], Hashable | None], merge: Merge) -> Node:
+    """`plan` (pushed) with the restricted snapshots that `group` puts together (None: none) restricted to one key
+    set, `merge` of the keys of the change reads theirs come from (`keys_of_reads`): a superset of each (see
+    `widen_key_sets`), so that the compiler reads them once where Spark read once per key set. A group whose key
+    sets are all one already, or where one of them cannot be traced to change reads, is left alone whole."""
+    groups: dict[Hashable, list[Restrict]] = {}
+    for node in each_once(plan):
+        if isinstance(node, Restrict) and isinstance(node.child, Snapshot):
+            key = group(node)
+            if key is not None:
+                groups.setdefault(key, []).append(node)
+    unified: dict[Restrict, Restrict] = {}
+    for nodes in groups.values():
+        if len({n.keys for n in nodes}) < 2:
+            continue
+        wider = [keys_of_reads(n.keys) if n.keys.width == 1 else None for n in nodes]
+        keys = None if any(w is None for w in wider) else merge(nodes, wider)  # type: ignore[arg-type]
+        if keys is not None:
+            unified.update({n: n.copy(keys=keys) for n in nodes})
+    if not unified:
+        return plan
+
+    def unify(node: Node) -> Node:
+        return unified.get(node, node) if isinstance(node, Restrict) else node
+
+    return map_bottom_up(plan, unify)
+
+
+def _same(nodes: list[Restrict], wider: list[KeySet]) -> KeySet | None:
+    return wider[0] if len(set(wider)) == 1 else None
+
+
 def unify_key_sets(plan: Node) -> Node:
     """`plan` (pushed) with the restrictions of one snapshot on one key whose key sets come from the same change
     reads by different filters (TPC-H Q13: orders at I1 restricted to the customers of its changed orders, and to
-    those of its changed orders without special requests) restricted to the keys of those reads: a superset of
-    each (see `widen_key_sets`), and one restricted read where Spark scanned the table once per key set (the
-    compiler computes a restricted snapshot read twice once)."""
-    found: dict[tuple[Node, tuple[tuple[Scalar, ...], ...]], set[KeySet]] = {}
-    for node in each_once(plan):
-        if isinstance(node, Restrict) and isinstance(node.child, Snapshot):
-            found.setdefault((node.child, node.alternatives), set()).add(node.keys)
-    unified: dict[tuple[Node, tuple[tuple[Scalar, ...], ...], KeySet], KeySet] = {}
-    for (leaf, alternatives), sets in found.items():
-        wider = {keys_of_reads(k) if k.width == 1 else None for k in sets}
-        if len(sets) > 1 and len(wider) == 1 and None not in wider:
-            unified.update({(leaf, alternatives, k): next(iter(wider)) for k in sets})  # type: ignore[misc]
-    if not unified:
-        return plan
-    def unify(node: Node) -> Node:
-        if isinstance(node, Restrict) and isinstance(node.child, Snapshot):
-            return node.copy(keys=unified.get((node.child, node.alternatives, node.keys), node.keys))
-        return node
-
-    return map_bottom_up(plan, unify)
+    those of its changed orders without special requests) restricted to the keys of those reads: one restricted
+    read where Spark scanned the table once per key set (the compiler computes a restricted snapshot read twice
+    once)."""
+    return restrict_alike(plan, lambda node: (node.child, node.alternatives), _same)

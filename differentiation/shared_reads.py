@@ -24,8 +24,7 @@ from sqlglot import exp
 
 from differentiation.delta_nodes import KeySet, Restrict, Snapshot
 from differentiation.plan import Node, Scalar, Scan, each_once
-from differentiation.prune import keys_of_reads, typed_reads
-from differentiation.rewrite import map_bottom_up
+from differentiation.prune import restrict_alike, typed_reads
 from differentiation.sql import col
 
 SHARED_ALIAS = "__shared"
@@ -43,10 +42,14 @@ def _key_column(node: Node) -> tuple[str, str] | None:
     return scan.table, key.expr.name[len(scan.alias) + 1:]
 
 
-def _union(sets: list[KeySet]) -> KeySet | None:
-    """One key set holding every key of `sets`'s change reads, or None when they are of several types."""
+def _union(nodes: list[Restrict], wider: list[KeySet]) -> KeySet | None:
+    """One key set holding every key of `wider`'s change reads; None when they are of several types, or when some
+    snapshot of the group is already narrowed by literal key filters (`prune.prune_keys`: files skipped by them,
+    which a wider key set would read again)."""
+    if any(n.child.keys for n in nodes):  # type: ignore[attr-defined]
+        return None
     reads = []
-    for keys in sets:
+    for keys in wider:
         for read, expr in zip(keys.inputs, keys.exprs):
             reads.append((read, expr[0].expr.name))
     distinct = tuple(dict.fromkeys(reads))
@@ -57,32 +60,9 @@ def _union(sets: list[KeySet]) -> KeySet | None:
 
 def unify_restrictions(plan: Node) -> Node:
     """`plan` with the restricted snapshots of each table and key column restricted to one key set (module doc).
-
-    A group is left alone when some snapshot in it is already narrowed by literal key filters (`prune.prune_keys`:
-    files skipped by them, which a wider key set would read again) or when some key set in it cannot be traced to
-    change reads; the others of the group then too, so that both ends of every re-evaluation stay alike."""
-    groups: dict[tuple[str, str], list[Restrict]] = {}
-    for node in each_once(plan):
-        key = _key_column(node)
-        if key is not None:
-            groups.setdefault(key, []).append(node)  # type: ignore[arg-type]
-    unified: dict[Restrict, Restrict] = {}
-    for nodes in groups.values():
-        if any(n.child.keys for n in nodes):  # type: ignore[attr-defined]
-            continue
-        wider = [keys_of_reads(n.keys) for n in nodes]
-        if any(w is None for w in wider) or len(set(wider)) < 2 and len({n.keys for n in nodes}) < 2:
-            continue
-        union = _union([w for w in wider if w is not None])
-        if union is not None:
-            unified.update({n: n.copy(keys=union) for n in nodes})
-    if not unified:
-        return plan
-
-    def unify(node: Node) -> Node:
-        return unified.get(node, node) if isinstance(node, Restrict) else node
-
-    return map_bottom_up(plan, unify)
+    A group with literal key filters or a key set that cannot be traced to change reads is left alone whole, so
+    that both ends of every re-evaluation stay alike."""
+    return restrict_alike(plan, _key_column, _union)  # type: ignore[arg-type]
 
 
 def canonical_read(node: Node) -> Restrict | None:
