@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,8 +109,14 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
     assert action.plan is not None
     helpers = action.plan.columns()[len(columns):]
     (table_at(clone, location, version)
-     .select(*(F.col(quote_column(stored_name(h))).alias(h) for h in helpers))
+     .selectExpr(*_texts(alias(col(stored_name(h)), h) for h in helpers))
      .createOrReplaceTempView(STATE_VIEW))
+
+
+def _texts(expressions: Iterable[exp.Expr]) -> list[str]:
+    """Spark SQL texts of ``expressions``, for ``selectExpr`` and ``F.expr``: one py4j call for a whole projection,
+    where a ``Column`` costs a round trip per function and each function a lookup of its class (dtables.spark.jvm)."""
+    return [e.sql(dialect="spark") for e in expressions]
 
 
 def _sql(clone: Any, query: exp.Expr) -> Any:
@@ -347,18 +353,20 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
         return _joined_counts(_observed(observation))
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
-    ids = source.select(F.col("__dt_rid").alias("__dt_mid"), F.col("__dt_delete").alias("__dt_mdel"))
-    probed = old.join(F.broadcast(ids), F.col(quote_column(ROW_ID_COLUMN)) == F.col("__dt_mid"), "left_outer")
-    matched, deleting = F.col("__dt_mid").isNotNull(), F.col("__dt_mdel")
+    ids = source.selectExpr(*_texts([alias(col("__dt_rid"), "__dt_mid"), alias(col("__dt_delete"), "__dt_mdel")]))
+    on_id = exp.EQ(this=col(ROW_ID_COLUMN), expression=col("__dt_mid")).sql(dialect="spark")
+    probed = old.join(F.broadcast(ids), F.expr(on_id), "left_outer")
+    matched, deleting = exp.Not(this=exp.Is(this=col("__dt_mid"), expression=exp.null())), col("__dt_mdel")
     on_old = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-    probed = probed.observe(on_old, _count(matched & deleting, "deleted"), _count(matched & ~deleting, "updated"))
-    new = source.where(~F.col("__dt_delete"))
+    probed = probed.observe(on_old, _count(exp.and_(matched, deleting), "deleted"),
+                            _count(exp.and_(matched, exp.not_(deleting)), "updated"))
+    new = source.where(exp.not_(col("__dt_delete")).sql(dialect="spark"))
     on_new = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-    new = new.observe(on_new, _count(F.lit(True), "written"))
-    columns = [quote_column(c) for c in old.columns]
-    rows = probed.where(~matched).select(*columns).unionByName(
-        new.select(*(F.col(quote_column(c.name)) for c in targets), F.col("__dt_rid").alias(ROW_ID_COLUMN))
-        .select(*columns))
+    new = new.observe(on_new, _count(exp.true(), "written"))
+    columns = _texts(col(c) for c in old.columns)
+    rows = probed.where(exp.not_(matched).sql(dialect="spark")).selectExpr(*columns).unionByName(
+        new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN)]))
+        .selectExpr(*columns))
     _replace_all(rows, location, direct)
     old_counts, new_counts = _observed(on_old), _observed(on_new)
     if old_counts is None or new_counts is None:
@@ -393,12 +401,14 @@ def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Col
               .join(inner.subquery("s"), on=exp.EQ(this=col(ROW_ID_COLUMN, "o"), expression=col("__dt_rid", "s")),
                     join_type="FULL OUTER"))
     flags = _sql(clone, _with_ctes(joined, ctes))
-    was, now, deleting = F.col("__dt_in_old"), F.col("__dt_in_changes"), F.col("__dt_deleting")
+    was, now, deleting = col("__dt_in_old"), col("__dt_in_changes"), col("__dt_deleting")
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-    flags = flags.observe(observation, _count(was & now & deleting, "deleted"),
-                          _count(was & now & ~deleting, "updated"), _count(~was & now & ~deleting, "inserted"),
+    flags = flags.observe(observation, _count(exp.and_(was, now, deleting), "deleted"),
+                          _count(exp.and_(was, now, exp.not_(deleting)), "updated"),
+                          _count(exp.and_(exp.not_(was), now, exp.not_(deleting)), "inserted"),
                           _count(now, "changes"))
-    return flags.where(~deleting).select(*(F.col(quote_column(c)) for c in old.columns)), observation
+    return (flags.where(exp.not_(deleting).sql(dialect="spark")).selectExpr(*_texts(col(c) for c in old.columns)),
+            observation)
 
 
 def _joined_counts(metrics: Mapping[str, Any] | None) -> RowCounts | None:
@@ -408,8 +418,11 @@ def _joined_counts(metrics: Mapping[str, Any] | None) -> RowCounts | None:
                      int(metrics.get("updated") or 0))
 
 
-def _count(condition: Any, name: str) -> Any:
-    return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
+def _count(condition: exp.Expr, name: str) -> Any:
+    """The rows where ``condition`` holds, as an observed metric."""
+    counted = exp.Sum(this=exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))],
+                                    default=exp.Literal.number(0)))
+    return F.expr(alias(counted, name).sql(dialect="spark"))
 
 
 def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None) -> None:

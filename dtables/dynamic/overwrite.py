@@ -30,8 +30,10 @@ from urllib.parse import unquote
 from dtables.changes.idempotent import TXN_APP_ID, TXN_VERSION, USER_METADATA
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.spark import fs
+from dtables.spark.jvm import jvm_class, scala_object, static
 
 _DELTA = "org.apache.spark.sql.delta"
+_CONVERTERS = "scala.jdk.javaapi.CollectionConverters"
 
 
 @dataclass
@@ -53,20 +55,19 @@ class Overwrite:
     def commit(self) -> int:
         """Commit the written files and the removes in one version (the table's next, or Delta's conflict error)."""
         assert self.written is not None, "write before commit"
-        jvm = self.spark._jvm
-        actions = jvm.java.util.ArrayList()
-        for action in jvm.scala.jdk.javaapi.CollectionConverters.asJava(self.written):
-            actions.add(action)
+        spark = self.spark
+        actions = jvm_class(spark, "java.util.ArrayList")()
+        actions.addAll(static(spark, _CONVERTERS, "asJava")(self.written))  # in the JVM, not one call per file
         for text in self.removes + self._set_transaction():
-            actions.add(_action(jvm, text))
-        seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq()
-        with _active(self.spark):
-            return int(self.txn.commit(seq, _write_operation(jvm, self.spark.conf.get(USER_METADATA, None))))
+            actions.add(_action(spark, text))
+        seq = static(spark, _CONVERTERS, "asScala")(actions).toSeq()
+        with _active(spark):
+            return int(self.txn.commit(seq, _write_operation(spark, spark.conf.get(USER_METADATA, None))))
 
     def abandon(self) -> None:
         """Delete the written files instead of committing them (no commit names them: no reader can see them)."""
         assert self.written is not None, "write before abandon"
-        for action in self.spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self.written):
+        for action in static(self.spark, _CONVERTERS, "asJava")(self.written):
             fs.delete(self.spark, posixpath.join(self.location, unquote(str(action.path()))))
 
     def _set_transaction(self) -> tuple[str, ...]:
@@ -83,9 +84,8 @@ def start(spark: Any, location: str) -> Overwrite | None:
     (Delta's writer then skips it as it does)."""
     if getattr(spark, "_jsparkSession", None) is None:
         return None
-    jvm = spark._jvm
     with _active(spark):
-        txn = getattr(jvm, _DELTA).DeltaLog.forTable(spark._jsparkSession, location).startTransaction()
+        txn = static(spark, f"{_DELTA}.DeltaLog", "forTable")(spark._jsparkSession, location).startTransaction()
     version = int(txn.snapshot().version())
     log = DeltaLog(spark, location)
     files = log.files_at(version)
@@ -121,33 +121,30 @@ def _transaction(spark: Any) -> tuple[str | None, int | None]:
     return (app or None), (int(version) if version not in (None, "") else None)
 
 
-def _action(jvm: Any, text: str) -> Any:
-    return _module(getattr(getattr(jvm, _DELTA).actions, "Action$")).fromJson(text)
+def _action(spark: Any, text: str) -> Any:
+    return scala_object(spark, f"{_DELTA}.actions.Action").fromJson(text)
 
 
-def _write_operation(jvm: Any, user_metadata: str | None) -> Any:
+def _write_operation(spark: Any, user_metadata: str | None) -> Any:
     """``DeltaOperations.Write(SaveMode.Overwrite)``, every other field at its default (py4j passes no defaults)."""
-    none = _module(getattr(jvm.scala, "None$"))
-    meta = jvm.scala.Some(user_metadata) if user_metadata is not None else none
-    write = getattr(getattr(jvm, _DELTA), "DeltaOperations$Write")
-    return write(jvm.org.apache.spark.sql.SaveMode.Overwrite, none, none, meta, none, none, none, none, none)
-
-
-def _module(scala_object: Any) -> Any:
-    return getattr(scala_object, "MODULE$")  # the Scala object's instance
+    none = scala_object(spark, "scala.None")
+    meta = jvm_class(spark, "scala.Some")(user_metadata) if user_metadata is not None else none
+    write = jvm_class(spark, f"{_DELTA}.DeltaOperations$Write")
+    overwrite = static(spark, "org.apache.spark.sql.SaveMode", "Overwrite")
+    return write(overwrite, none, none, meta, none, none, none, none, none)
 
 
 @contextmanager
 def _active(spark: Any) -> Iterator[None]:
     """The session active on this thread's JVM side, as Delta's transaction reads its settings from
     ``SparkSession.active``."""
-    sessions = spark._jvm.org.apache.spark.sql.SparkSession
-    previous = sessions.getActiveSession()
-    sessions.setActiveSession(spark._jsparkSession)
+    sessions = "org.apache.spark.sql.SparkSession"
+    previous = static(spark, sessions, "getActiveSession")()
+    static(spark, sessions, "setActiveSession")(spark._jsparkSession)
     try:
         yield
     finally:
         if previous.isDefined():
-            sessions.setActiveSession(previous.get())
+            static(spark, sessions, "setActiveSession")(previous.get())
         else:
-            sessions.clearActiveSession()
+            static(spark, sessions, "clearActiveSession")()

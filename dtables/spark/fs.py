@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from dtables.errors import DtablesError
+from dtables.spark.jvm import jvm_class
 
 
 class RemoteStorageError(DtablesError):
@@ -34,7 +35,7 @@ def hadoop(spark: Any, uri: str) -> tuple[Any, Any]:
     jsession = getattr(spark, "_jsparkSession", None)
     if jsession is None:
         raise unreachable_over_connect(uri)
-    path = spark._jvm.org.apache.hadoop.fs.Path(uri)
+    path = jvm_class(spark, "org.apache.hadoop.fs.Path")(uri)
     return path.getFileSystem(jsession.sessionState().newHadoopConf()), path
 
 
