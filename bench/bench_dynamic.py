@@ -11,13 +11,14 @@ one-row update, and range-updates: the rows contiguous in the fact's id) and eac
 (``--fraction`` of the fact rows, scattered except for range-updates), then both tables are refreshed to the same
 data timestamp, side by side. The script prints, per kind, the median wall seconds of each, the ratio FULL /
 INCREMENTAL, the Spark jobs, seconds inside jobs and on the driver, and bytes read (from the refresh history),
-checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first round of every kind
-warms up and is not counted.
+checks both tables hold the same rows after every round, and times a NO_DATA refresh. The first ``--warmup`` rounds
+of every kind (default 1) warm up and are not counted; ``--cpu`` splits the INCREMENTAL refreshes' CPU by thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import tempfile
@@ -100,6 +101,57 @@ class Workload:
             raise ValueError(kind)
 
 
+# Thread groups of the driver's JVM by their names in /proc (Linux): where a refresh's CPU goes besides its jobs.
+# "py4j" is the thread that runs the Python side's calls (Spark's analysis, optimization and planning, Delta's
+# commits); "JIT" the HotSpot compilers, which keep compiling Spark's own code for many rounds.
+_THREAD_GROUPS = (("JIT", ("C1 CompilerThre", "C2 CompilerThre", "Sweeper thread")),
+                  ("executors", ("Executor task",)), ("GC", ("GC Thread", "G1 ")), ("py4j", ("Thread-",)))
+
+
+def _thread_cpu(pid: int) -> dict[str, float] | None:
+    """CPU seconds by thread group of process ``pid`` so far (None where /proc cannot tell)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                name, rest = f.read().split(" (", 1)[1].rsplit(") ", 1)
+        except OSError:
+            continue  # the thread ended
+        fields = rest.split()
+        group = next((g for g, prefixes in _THREAD_GROUPS if name.startswith(prefixes)), "other JVM")
+        out[group] = out.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class CpuSplit:
+    """CPU seconds of the driver's JVM by thread group, and of this Python process, over the calls it wraps."""
+
+    def __init__(self, session: Any) -> None:
+        jvm = session.spark.sparkContext._jvm
+        self.pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        self.rounds: list[dict[str, float]] = []
+
+    def measure(self, call: Any) -> Any:
+        before, py = _thread_cpu(self.pid), time.process_time()
+        result = call()
+        after = _thread_cpu(self.pid)
+        if before is not None and after is not None:
+            split = {g: after.get(g, 0.0) - before.get(g, 0.0) for g in after}
+            self.rounds.append({**split, "python": time.process_time() - py})
+        return result
+
+    def medians(self) -> str:
+        if not self.rounds:
+            return "-"
+        groups = ("py4j", "JIT", "executors", "GC", "other JVM", "python")
+        return ", ".join(f"{g} {statistics.median(r.get(g, 0.0) for r in self.rounds):.2f}" for g in groups)
+
+
 def _same_rows(session: Any) -> None:
     a = session.table("agg_inc").drop("__dtables_row_id")
     b = session.table("agg_full").drop("__dtables_row_id")
@@ -122,7 +174,11 @@ def main() -> None:
     parser.add_argument("--dims", type=int, default=1000, help="dimension rows")
     parser.add_argument("--groups", type=int, default=50, help="groups of the GROUP BY (regions)")
     parser.add_argument("--fraction", type=float, default=0.001, help="share of fact rows each round changes")
-    parser.add_argument("--rounds", type=int, default=5, help="counted rounds per kind (after one warm-up)")
+    parser.add_argument("--rounds", type=int, default=5, help="counted rounds per kind (after the warm-up)")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds per kind before the counted ones")
+    # Where an INCREMENTAL refresh's CPU goes: the driver JVM's threads (py4j, JIT compilers, executors, GC) and
+    # this process, from /proc (Linux), median per counted round
+    parser.add_argument("--cpu", action="store_true", help="print the CPU split of the INCREMENTAL refreshes")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
@@ -152,7 +208,7 @@ def main() -> None:
     vectors = conf.get("spark.dtables.deletionVectors", "true")
     print(f"commit {commit}; query {args.query}; deletion vectors {vectors}; "
           f"fact {args.rows:,} rows, dims {args.dims:,}, {args.groups} groups, "
-          f"{args.fraction:.2%} changed per round, median of {args.rounds} rounds after a warm-up")
+          f"{args.fraction:.2%} changed per round, median of {args.rounds} rounds after {args.warmup} warm-up")
 
     work = Workload(session, args.rows, args.dims, args.fraction)
     header = (f"{'change':<8} | {'INC s':>6} {'jobs':>4} {'in jobs':>7} {'driver':>6} {'MB read':>8} {'write':<8}"
@@ -162,17 +218,21 @@ def main() -> None:
     last_inc = None
     for kind in args.kinds.split(","):
         inc_runs, full_runs = [], []
-        for i in range(args.rounds + 1):
+        cpu = CpuSplit(session) if args.cpu else None
+        for i in range(args.rounds + args.warmup):
             work.apply(kind)
             at = now_utc()
-            inc, full = _refresh(session, "agg_inc", at), _refresh(session, "agg_full", at)
+            counted = i >= args.warmup
+            inc = (cpu.measure(lambda at=at: _refresh(session, "agg_inc", at)) if cpu is not None and counted
+                   else _refresh(session, "agg_inc", at))
+            full = _refresh(session, "agg_full", at)
             assert (inc.action, full.action) == ("INCREMENTAL", "FULL"), (inc.action, full.action)
-            if args.check == "every" or i == args.rounds:
+            if args.check == "every" or i == args.rounds + args.warmup - 1:
                 _same_rows(session)
             if args.each:
                 print(f"{kind:<8}   round {i:>3}: INC {inc.seconds:6.2f} s ({inc.jobs} jobs) "
                       f"FULL {full.seconds:6.2f} s")
-            if i:
+            if counted:
                 inc_runs.append(inc)
                 full_runs.append(full)
         last_inc = inc_runs[-1]
@@ -183,6 +243,8 @@ def main() -> None:
               f"{_fmt(_median([r.driver_seconds for r in inc_runs])):>6} "
               f"{_fmt(mb / 1e6 if mb is not None else None, '.1f'):>8} {inc_runs[-1].write or '-':<8}"
               f" | {full_s:>6.2f} {_fmt(_median([r.jobs for r in full_runs]), '.0f'):>4} | {full_s / inc_s:>8.2f}")
+        if cpu is not None:
+            print(f"{'':<8}   CPU s per INCREMENTAL refresh: {cpu.medians()}")
     start = time.perf_counter()
     [record] = session.refresh(["agg_inc"], data_timestamp=now_utc())
     assert record.action == "NO_DATA"
