@@ -11,13 +11,13 @@ net-added files, as at the end). One full outer join on the id classifies every 
 
 ADDED_ONLY and REMOVED_ONLY skip the join (paper 4.2); NO_DATA returns an empty frame without a Spark job. Where
 the plan reads the interval commit by commit (``commits``: change data where the commits wrote it, appends' files,
-the rows deletes without change data removed), the two sides of the join come from there (``_commit_sides``)
+the rows deletes without change data removed), the two sides of the join come from there (``commit_sides``)
 instead of from the net removed and added files: no copy and no file a commit with change data wrote is read.
 
 Commit metadata of a change row. INSERT: ``METADATA$COMMIT_VERSION`` is the row's row-commit version, i.e. the
 commit that produced this row state (its insert or its last update). DELETE of an updated row: the version of its
 INSERT half (the update that replaced it). DELETE of a deleted row: the commit that deleted it when its row came
-from Delta's change data files or was read commit by commit (the usual case, see ``_commit_sides``); otherwise
+from Delta's change data files or was read commit by commit (the usual case, see ``commit_sides``); otherwise
 the first commit of the interval that removed the data file holding the row at the interval start (with
 copy-on-write that commit may have rewritten the file and kept the row, deleting it only later, so this is the
 earliest commit that could have deleted it).
@@ -38,6 +38,7 @@ from urllib.parse import unquote
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from sqlglot import exp
 
 # The change-set column names are differentiation's, under the names this package has always exported: ACTION,
 # ISUPDATE and ROW_ID the METADATA$ columns users see, DELTA_ACTION and DELTA_ROW_ID the hidden columns of
@@ -49,6 +50,7 @@ from differentiation.vocabulary import METADATA_ISUPDATE as ISUPDATE
 from differentiation.vocabulary import METADATA_ROW_ID as ROW_ID
 from differentiation.vocabulary import ROW_ID as DELTA_ROW_ID
 from dtables.catalog import quote_column
+from dtables.changes.commit_sides import GONE_AT, delta_rows, gone_and_alive, row_id_sql
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
@@ -57,12 +59,11 @@ from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
     AT_START,
-    CHANGE_TYPE,
     FILE,
     FRESH,
     RCV,
     RID,
-    scan_change_files,
+    column,
     scan_ends,
     scan_files,
     table_schema,
@@ -190,8 +191,8 @@ def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
             inserted = inserted.unionByName(part)
         return _finish(plan, _side(inserted, columns, INSERT, F.col(RCV)), columns)
     if _by_commit(spark, plan):
-        gone, new = _commit_sides(spark, plan)
-        return _finish(plan, _minimize(plan, gone, new, columns, F.col(_GONE_AT)), columns)
+        gone, new = gone_and_alive(spark, plan)
+        return _finish(plan, _minimize(plan, gone, new, columns, F.col(GONE_AT)), columns)
     removed = scan_files(spark, location, plan.metadata, plan.removed) if plan.removed else None
     added = scan_files(spark, location, plan.metadata, plan.added) if plan.added else None
     if plan.shape == Shape.ADDED_ONLY:
@@ -374,14 +375,13 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
     row is new or changed exactly when its version is inside the interval, and a removed row is gone or changed
     exactly when its id is not among the added rows copied unchanged. The ids of the latter are few; they are
     found on the id column alone and broadcast, so the removed files' rows are never shuffled. Where the plan
-    reads the interval commit by commit (``_commit_sides``) there are no copies to leave out and those files are
+    reads the interval commit by commit (``commit_sides``) there are no copies to leave out and those files are
     not read at all.
     """
     location, start = plan.interval.location, plan.interval.start_version
     assert plan.removed is not None and plan.added is not None
     if _by_commit(spark, plan):
-        gone, new = _commit_sides(spark, plan)
-        return _delta_rows(plan, gone, DELETE, columns).unionByName(_delta_rows(plan, new, INSERT, columns))
+        return delta_rows(spark, plan)
     removed = scan_files(spark, location, plan.metadata, plan.removed)
     added = scan_files(spark, location, plan.metadata, plan.added)
     copied_ids = added.where(F.col(RCV) <= start).select(F.col(RID).alias("__copied"))
@@ -392,55 +392,10 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
     return _delta_rows(plan, deletes, DELETE, columns).unionByName(_delta_rows(plan, inserts, INSERT, columns))
 
 
-_GONE_AT = "__gone_at"
-
-
-def _commit_sides(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame]:
-    """The two sides of a MINIMIZE interval read commit by commit (``commits``): the states of the start that die
-    inside the interval (their row commit version is at most the start), with ``__gone_at`` the commit that
-    deleted or replaced them; and the states born inside the interval that do not die inside it. A death names
-    its state by (row id, row commit version), so a state is matched to its own death only: a row updated twice,
-    updated back, or inserted then updated or deleted leaves no trace of its intermediate states."""
-    reads, location, start = plan.commit_reads, plan.interval.location, plan.interval.start_version
-    assert reads is not None
-    keep = [*[F.col(quote_column(f.name)) for f in table_schema(plan.metadata).fields], F.col(RID), F.col(RCV)]
-    deaths: list[DataFrame] = []
-    births: list[DataFrame] = []
-    if reads.change_files:
-        changed = scan_change_files(spark, location, plan.metadata, reads.change_files)
-        deaths.append(changed.where(F.col(CHANGE_TYPE).isin("delete", "update_preimage"))
-                      .select(*keep, _removed_at(plan).alias(_GONE_AT)))
-        births.append(changed.where(F.col(CHANGE_TYPE) == "update_postimage").select(*keep))
-    if reads.new_rows is not None:  # appends, and MERGE's inserts: the rows these files introduced
-        births.append(scan_files(spark, location, plan.metadata, reads.new_rows).where(F.col(FRESH)).select(*keep))
-    for gone in reads.gone:
-        versions = F.create_map(*[x for name, v in gone.versions for x in (F.lit(name), F.lit(v).cast("long"))])
-        rows = scan_files(spark, location, plan.metadata, gone.scan)
-        deaths.append(rows.select(*keep, F.try_element_at(versions, F.col(FILE)).alias(_GONE_AT)))
-    died = _union(spark, deaths, plan, with_version=True)
-    born = _union(spark, births, plan, with_version=False)
-    later = died.where(F.col(RCV) > start).select(F.col(RID).alias("__d_rid"), F.col(RCV).alias("__d_rcv"))
-    alive = born.join(later, (F.col(RID) == F.col("__d_rid")) & (F.col(RCV) == F.col("__d_rcv")), "left_anti")
-    return died.where(F.col(RCV) <= start), alive
-
-
-def _union(spark: Any, parts: list[DataFrame], plan: ChangePlan, *, with_version: bool) -> DataFrame:
-    if not parts:
-        ids = [RID, RCV, _GONE_AT] if with_version else [RID, RCV]
-        fields = table_schema(plan.metadata).fields + [T.StructField(c, T.LongType()) for c in ids]
-        return spark.createDataFrame([], T.StructType(fields))
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
-
-
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:
-    return df.select(
-        *[F.col(quote_column(c)) for c in columns],
-        F.lit(action).alias(DELTA_ACTION),
-        row_id_string(plan.metadata.table_id, F.col(RID)).alias(DELTA_ROW_ID),
-    )
+    projection = [*[column(c) for c in columns], exp.alias_(exp.Literal.string(action), DELTA_ACTION, quoted=True),
+                  exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), DELTA_ROW_ID, quoted=True)]
+    return df.selectExpr(*[e.sql("spark") for e in projection])
 
 
 def snapshot(spark: Any, table: str, version: int, *, location: str | None = None,

@@ -47,29 +47,26 @@ def table_schema(metadata: TableMetadata) -> T.StructType:
     return T.StructType([T.StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
 
 
-def _map_literal(pairs: list[tuple[str, Any]], value_type: T.DataType) -> Column:
-    """A MAP literal of ``pairs``, built as one SQL expression: a Column per key and value would cost several
-    Py4J calls each, which for a scan of thousands of files is most of the change read's driver time."""
+def map_expr(pairs: list[tuple[str, Any]], value_type: T.DataType) -> exp.Expr:
+    """A MAP literal of ``pairs`` (string keys, values of ``value_type``) as a SQL expression: a Column per key and
+    value would cost several Py4J calls each, which for a scan of thousands of files is most of the change read's
+    driver time."""
     target = exp.DataType.build(value_type.simpleString(), dialect="spark")
     if not pairs:
         empty = exp.Anonymous(this="MAP", expressions=[])
-        return F.expr(exp.cast(empty, exp.DataType.build(f"map<string, {value_type.simpleString()}>",
-                                                         dialect="spark")).sql("spark"))
+        return exp.cast(empty, exp.DataType.build(f"map<string, {value_type.simpleString()}>", dialect="spark"))
     args = [x for k, v in pairs for x in (exp.Literal.string(k), exp.cast(_literal(v), target))]
-    return F.expr(exp.Anonymous(this="MAP", expressions=args).sql("spark"))
+    return exp.Anonymous(this="MAP", expressions=args)
+
+
+def try_element_at(mapping: exp.Expr, key: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this="try_element_at", expressions=[mapping, key])
 
 
 def _literal(value: Any) -> exp.Expr:
     if value is None:
         return exp.null()
     return exp.Literal.number(value) if isinstance(value, int) else exp.Literal.string(str(value))
-
-
-def _per_file(files: tuple[FileAction, ...], value: Any, value_type: T.DataType, file: Column | None = None) -> Column:
-    """An expression giving, for each row, ``value(file)`` of the file it was read from (``file``: the column
-    holding the file name, by default the scan's ``_metadata.file_name``)."""
-    pairs = [(unquote(f.file_name), value(f)) for f in files]
-    return F.try_element_at(_map_literal(pairs, value_type), F.col("_metadata.file_name") if file is None else file)
 
 
 def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileScan) -> DataFrame:
@@ -111,27 +108,30 @@ def _scan_direct(
 
 
 def _identified(tagged: DataFrame, metadata: TableMetadata, schema: T.StructType, files: tuple[FileAction, ...],
-                *extra: Column) -> DataFrame:
+                *extra: str) -> DataFrame:
     """A direct read of ``files`` tagged with ``__file`` and its row index, as the table's columns (partition values
-    from the log), the row-tracking identity columns, and ``extra``."""
+    from the log), the row-tracking identity columns, and the columns named ``extra``: one projection of SQL texts
+    (see ``map_expr``)."""
     mat_rid = metadata.materialized_row_id_column
     mat_rcv = metadata.materialized_row_commit_version_column
-    file, row_index = F.col(FILE), F.col(_ROW_INDEX)
-    base_row_id = _per_file(files, lambda f: f.base_row_id, T.LongType(), file)
-    fresh_id = base_row_id + row_index
-    row_id = F.coalesce(F.col(quote_column(mat_rid)), fresh_id) if mat_rid else fresh_id
-    materialized = F.col(quote_column(mat_rid)) if mat_rid else None
-    fresh = (materialized.isNull() | (materialized == fresh_id)) if materialized is not None else F.lit(True)
-    default_rcv = _per_file(files, lambda f: f.default_row_commit_version, T.LongType(), file)
-    rcv = F.coalesce(F.col(quote_column(mat_rcv)), default_rcv) if mat_rcv else default_rcv
-    return tagged.select(
-        *_columns(schema, set(metadata.partition_columns), files, file),
-        row_id.alias(RID),
-        rcv.alias(RCV),
-        file.alias(FILE),
-        fresh.alias(FRESH),
-        *extra,
-    )
+    file = column(FILE)
+    base_row_id = try_element_at(map_expr([(unquote(f.file_name), f.base_row_id) for f in files], T.LongType()), file)
+    fresh_id = exp.Paren(this=exp.Add(this=base_row_id, expression=column(_ROW_INDEX)))
+    row_id = exp.func("coalesce", column(mat_rid), fresh_id) if mat_rid else fresh_id
+    fresh: exp.Expr = exp.or_(column(mat_rid).is_(exp.null()), exp.EQ(this=column(mat_rid), expression=fresh_id)) \
+        if mat_rid else exp.true()
+    default_rcv = try_element_at(
+        map_expr([(unquote(f.file_name), f.default_row_commit_version) for f in files], T.LongType()), file)
+    rcv = exp.func("coalesce", column(mat_rcv), default_rcv) if mat_rcv else default_rcv
+    projection = [
+        *columns_sql(schema, set(metadata.partition_columns), files, file),
+        exp.alias_(row_id, RID, quoted=True),
+        exp.alias_(rcv, RCV, quoted=True),
+        file,
+        exp.alias_(fresh, FRESH, quoted=True),
+        *[column(c) for c in extra],
+    ]
+    return tagged.selectExpr(*[e.sql("spark") for e in projection])
 
 
 def _direct_read(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType,
@@ -203,7 +203,7 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
         in_end = F.when(unmarked, in_end).otherwise(~F.col(_GONE_END))
     tagged = tagged.select("*", in_start.alias(AT_START), in_end.alias(AT_END)).where(
         F.col(AT_START) | F.col(AT_END))
-    return _identified(tagged, metadata, schema, files, F.col(AT_START), F.col(AT_END))
+    return _identified(tagged, metadata, schema, files, AT_START, AT_END)
 
 
 def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
@@ -249,10 +249,26 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
     return rows_frame(spark, marks, MARK_SCHEMA), selective, empty, marks
 
 
-def scan_change_files(spark: Any, location: str, metadata: TableMetadata,
+def change_data_frame(spark: Any, location: str, metadata: TableMetadata,
                       files: tuple[tuple[FileAction, int], ...]) -> DataFrame:
-    """Rows of Delta change data (``cdc``) files, each with the version of the commit that wrote it: table columns,
-    ``__rid``, ``__rcv``, ``__file``, ``_change_type``.
+    """The raw rows of Delta change data (``cdc``) files: their parquet columns (the table's but partition columns,
+    the materialized row-tracking columns, ``_change_type``) and ``__file``; ``change_rows`` makes them changes."""
+    schema = table_schema(metadata)
+    mat_rid = metadata.materialized_row_id_column
+    mat_rcv = metadata.materialized_row_commit_version_column
+    assert mat_rid and mat_rcv, "change data rows carry ids only with row tracking"
+    partition_columns = set(metadata.partition_columns)
+    read_fields = [f for f in schema.fields if f.name not in partition_columns]
+    read_fields += [T.StructField(mat_rid, T.LongType(), True), T.StructField(mat_rcv, T.LongType(), True),
+                    T.StructField(CHANGE_TYPE, T.StringType(), True)]
+    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f, _ in files])
+    return raw.selectExpr("*", f"_metadata.file_name AS {FILE}")
+
+
+def change_rows(location: str, metadata: TableMetadata, files: tuple[tuple[FileAction, int], ...],
+                frame: str) -> exp.Select:
+    """The rows of ``change_data_frame`` (the table ``frame``), each with the version of the commit that wrote it:
+    table columns, ``__rid``, ``__rcv``, ``__file``, ``_change_type``.
 
     Delta materializes the row-tracking id and row commit version of the rows a commit deleted and of update
     preimages, and the id (not the version) of update postimages: their version is the commit's own. A missing id
@@ -262,40 +278,45 @@ def scan_change_files(spark: Any, location: str, metadata: TableMetadata,
     mat_rid = metadata.materialized_row_id_column
     mat_rcv = metadata.materialized_row_commit_version_column
     assert mat_rid and mat_rcv, "change data rows carry ids only with row tracking"
+    missing = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(
+        f"a change data file of {location} holds a changed row without its row id or version; set "
+        f"spark.dtables.changeDataFiles=false to read the data files instead")])
+    change_type, file = column(CHANGE_TYPE), column(FILE)
+    committed = try_element_at(map_expr([(unquote(f.file_name), v) for f, v in files], T.LongType()), file)
+    row_id = exp.func("coalesce", column(mat_rid), exp.case().when(exp.NEQ(this=change_type,
+                                                                         expression=exp.Literal.string("insert")),
+                                                                  missing))
+    born_here = change_type.isin(exp.Literal.string("insert"), exp.Literal.string("update_postimage"))
+    version = exp.func("coalesce", column(mat_rcv), exp.case().when(born_here, committed).else_(missing))
     actions = tuple(f for f, _ in files)
-    partition_columns = set(metadata.partition_columns)
-    read_fields = [f for f in schema.fields if f.name not in partition_columns]
-    read_fields += [T.StructField(mat_rid, T.LongType(), True), T.StructField(mat_rcv, T.LongType(), True),
-                    T.StructField(CHANGE_TYPE, T.StringType(), True)]
-    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in actions])
-    missing = F.raise_error(F.lit(f"a change data file of {location} holds a changed row without its row id or "
-                                  f"version; set spark.dtables.changeDataFiles=false to read the data files instead"))
-    change_type = F.col(CHANGE_TYPE)
-    committed = F.try_element_at(_map_literal([(unquote(f.file_name), v) for f, v in files], T.LongType()),
-                                 F.col("_metadata.file_name"))
-    row_id = F.coalesce(F.col(quote_column(mat_rid)), F.when(change_type != "insert", missing))
-    version = F.coalesce(F.col(quote_column(mat_rcv)),
-                         F.when(change_type.isin("insert", "update_postimage"), committed).otherwise(missing))
-    return raw.select(
-        *_columns(schema, partition_columns, actions),
-        row_id.alias(RID),
-        version.alias(RCV),
-        F.col("_metadata.file_name").alias(FILE),
+    return exp.select(
+        *columns_sql(schema, set(metadata.partition_columns), actions, file),
+        exp.alias_(row_id, RID, quoted=True),
+        exp.alias_(version, RCV, quoted=True),
+        file,
         change_type,
-    )
+    ).from_(frame)
 
 
-def _columns(schema: T.StructType, partition_columns: set[str], files: tuple[FileAction, ...],
-             file: Column | None = None) -> list[Column]:
-    """The table's columns of a direct parquet read: partition values come from each file's log action."""
-    columns = []
+def column(name: str) -> exp.Column:
+    """A column reference of a statement, quoted as Spark needs any name."""
+    return exp.column(name, quoted=True)
+
+
+def columns_sql(schema: T.StructType, partition_columns: set[str], files: tuple[FileAction, ...],
+                file: exp.Expr) -> list[exp.Expr]:
+    """The table's columns of a direct parquet read as statement expressions: partition values come from each
+    file's log action (``file``: the column holding the file's name)."""
+    out: list[exp.Expr] = []
     for f in schema.fields:
         if f.name in partition_columns:
-            value = _per_file(files, lambda a, name=f.name: dict(a.partition_values).get(name), T.StringType(), file)
-            columns.append(value.cast(f.dataType).alias(f.name))
+            pairs = [(unquote(a.file_name), dict(a.partition_values).get(f.name)) for a in files]
+            value = try_element_at(map_expr(pairs, T.StringType()), file)
+            target = exp.DataType.build(f.dataType.simpleString(), dialect="spark", udt=True)
+            out.append(exp.alias_(exp.cast(value, target), f.name, quoted=True))
         else:
-            columns.append(F.col(quote_column(f.name)))
-    return columns
+            out.append(column(f.name))
+    return out
 
 
 def _scan_delta(spark: Any, location: str, schema: T.StructType, scan: FileScan) -> DataFrame:

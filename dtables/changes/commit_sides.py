@@ -1,0 +1,140 @@
+"""The two sides of an interval read commit by commit (``commits``), as one SQL statement.
+
+The states of the start that die inside the interval (their row commit version is at most the start), with
+``__gone_at`` the commit that deleted or replaced them; and the states born inside the interval that do not die
+inside it. A death names its state by (row id, row commit version), so a state is matched to its own death only:
+a row updated twice, updated back, or inserted then updated or deleted leaves no trace of its intermediate states.
+
+Deaths come from change data (deletes, update preimages) and from the rows deletes without change data removed;
+births from change data (update postimages) and from the files that introduced rows (appends, MERGE's inserts).
+The file scans are the statement's frames (``dtables.spark.statement``); the rest is one sqlglot tree of CTEs, so
+Spark analyses the read once however many parts it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
+from dtables.changes.scan import (
+    CHANGE_TYPE,
+    FILE,
+    FRESH,
+    RCV,
+    RID,
+    change_data_frame,
+    change_rows,
+    column,
+    map_expr,
+    scan_files,
+    table_schema,
+    try_element_at,
+)
+from dtables.changes.shapes import ChangePlan
+from dtables.spark.statement import frame_name, run_statement
+
+GONE_AT = "__gone_at"
+_CHANGED, _DIED, _BORN, _GONE, _ALIVE, _LATER = "__changed", "__died", "__born", "__gone", "__alive", "__later"
+
+
+@dataclass
+class CommitSides:
+    """The CTEs of one interval's sides and the DataFrames they read; ``gone`` and ``alive`` name the two sides
+    (table columns, ``__rid``, ``__rcv``, and on the gone side ``__gone_at``)."""
+
+    plan: ChangePlan
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+    ctes: list[tuple[str, exp.Query]] = field(default_factory=list)
+    ran: bool = False
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in table_schema(self.plan.metadata).fields]
+
+    def frame(self, df: DataFrame) -> str:
+        name = frame_name()
+        self.frames[name] = df
+        return name
+
+    def run(self, spark: Any, body: exp.Query) -> DataFrame:
+        query = body
+        for name, cte in self.ctes:  # the first statement takes the trees as they are (copies cost milliseconds)
+            query = query.with_(name, as_=cte.copy() if self.ran else cte, copy=False)
+        self.ran = True
+        return run_statement(spark, query, self.frames)
+
+
+def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
+    reads, location, start = plan.commit_reads, plan.interval.location, plan.interval.start_version
+    assert reads is not None
+    sides = CommitSides(plan)
+    keep = [*[column(c) for c in sides.columns], column(RID), column(RCV)]
+    deaths: list[exp.Select] = []
+    births: list[exp.Select] = []
+    if reads.change_files:
+        raw = sides.frame(change_data_frame(spark, location, plan.metadata, reads.change_files))
+        sides.ctes.append((_CHANGED, change_rows(location, plan.metadata, reads.change_files, raw)))
+        change_type = column(CHANGE_TYPE)
+        deaths.append(exp.select(*keep, _at(plan.removed_at)).from_(_CHANGED).where(
+            change_type.isin(exp.Literal.string("delete"), exp.Literal.string("update_preimage"))))
+        births.append(exp.select(*keep).from_(_CHANGED).where(
+            exp.EQ(this=change_type, expression=exp.Literal.string("update_postimage"))))
+    if reads.new_rows is not None:  # appends, and MERGE's inserts: the rows these files introduced
+        rows = sides.frame(scan_files(spark, location, plan.metadata, reads.new_rows))
+        births.append(exp.select(*keep).from_(rows).where(column(FRESH)))
+    for gone in reads.gone:
+        rows = sides.frame(scan_files(spark, location, plan.metadata, gone.scan))
+        deaths.append(exp.select(*keep, _at(gone.versions)).from_(rows))
+    sides.ctes.append((_DIED, _union(spark, sides, deaths, with_version=True)))
+    sides.ctes.append((_BORN, _union(spark, sides, births, with_version=False)))
+    start_version = exp.Literal.number(start)
+    sides.ctes.append((_GONE, exp.select("*").from_(_DIED).where(exp.LTE(this=column(RCV), expression=start_version))))
+    later = exp.select(exp.alias_(column(RID), "__d_rid", quoted=True),
+                       exp.alias_(column(RCV), "__d_rcv", quoted=True)).from_(_DIED)
+    later = later.where(exp.GT(this=column(RCV), expression=start_version))
+    sides.ctes.append((_LATER, later))
+    same = exp.and_(exp.EQ(this=exp.column(RID, _BORN, quoted=True), expression=column("__d_rid")),
+                    exp.EQ(this=exp.column(RCV, _BORN, quoted=True), expression=column("__d_rcv")))
+    sides.ctes.append((_ALIVE, exp.select(exp.Star()).from_(_BORN).join(_LATER, on=same, join_type="left anti")))
+    return sides
+
+
+def gone_and_alive(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame]:
+    """The two sides as DataFrames (for CHANGES, which pairs them by row id)."""
+    sides = commit_sides(spark, plan)
+    return sides.run(spark, exp.select("*").from_(_GONE)), sides.run(spark, exp.select("*").from_(_ALIVE))
+
+
+def delta_rows(spark: Any, plan: ChangePlan) -> DataFrame:
+    """The redundant delta of the interval (table columns, ``__action``, ``__row_id``): the gone side as DELETEs
+    and the alive side as INSERTs, in one statement."""
+    sides = commit_sides(spark, plan)
+    row_id = exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), ROW_ID, quoted=True)
+    columns = [column(c) for c in sides.columns]
+    parts = [exp.select(*columns, exp.alias_(exp.Literal.string(action), ACTION, quoted=True), row_id).from_(side)
+             for side, action in ((_GONE, DELETE), (_ALIVE, INSERT))]
+    return sides.run(spark, exp.union(*parts, distinct=False))
+
+
+def row_id_sql(table_id: str, row_id: exp.Expr) -> exp.Expr:
+    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id (as ``reader.row_id_string``)."""
+    text = exp.Cast(this=row_id, to=exp.DataType.build("string"))
+    return exp.func("md5", exp.func("concat", exp.Literal.string(table_id + ":"), text))
+
+
+def _at(versions: tuple[tuple[str, int], ...]) -> exp.Expr:
+    """``__gone_at``: the version of the commit that removed the row's file, by file name."""
+    return exp.alias_(try_element_at(map_expr(list(versions), T.LongType()), column(FILE)), GONE_AT, quoted=True)
+
+
+def _union(spark: Any, sides: CommitSides, parts: list[exp.Select], *, with_version: bool) -> exp.Query:
+    if not parts:  # an empty relation with the side's columns and types
+        ids = [RID, RCV, GONE_AT] if with_version else [RID, RCV]
+        fields = table_schema(sides.plan.metadata).fields + [T.StructField(c, T.LongType()) for c in ids]
+        return exp.select("*").from_(sides.frame(spark.createDataFrame([], T.StructType(fields))))
+    return parts[0] if len(parts) == 1 else exp.union(*parts, distinct=False)
