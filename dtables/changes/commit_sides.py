@@ -70,6 +70,7 @@ class CommitSides:
 
 
 def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
+    """The sides of ``plan``'s interval (module docstring): its file scans as frames, the rest as CTEs."""
     reads, location, start = plan.commit_reads, plan.interval.location, plan.interval.start_version
     assert reads is not None
     sides = CommitSides(plan)
@@ -94,6 +95,11 @@ def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
     sides.ctes.append((_BORN, _union(spark, sides, births, with_version=False)))
     start_version = exp.Literal.number(start)
     sides.ctes.append((_GONE, exp.select("*").from_(_DIED).where(exp.LTE(this=column(RCV), expression=start_version))))
+    if plan.interval.end_version == start + 1:
+        # One commit: every state it removed was there at the start, so none of its births died inside the interval
+        # (the anti join below, and the broadcast job of its deaths, would find nothing).
+        sides.ctes.append((_ALIVE, exp.select("*").from_(_BORN)))
+        return sides
     later = exp.select(exp.alias_(column(RID), "__d_rid", quoted=True),
                        exp.alias_(column(RCV), "__d_rcv", quoted=True)).from_(_DIED)
     later = later.where(exp.GT(this=column(RCV), expression=start_version))

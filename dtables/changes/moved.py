@@ -95,10 +95,12 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
             return _moved(delta)
         # Instants as numbers: Python turns a timestamp into a local time, which two instants of a DST change share
         # (a projection of rows the driver holds runs no job either)
-        exact = delta.select(*[F.unix_micros(F.col(quote_column(f.name))).alias(f.name)
-                               if isinstance(f.dataType, T.TimestampType) else F.col(quote_column(f.name))
-                               for f in delta.schema.fields])
-        return _moved_rows(delta.schema, exact.collect())
+        schema = delta.schema
+        if any(isinstance(f.dataType, T.TimestampType) for f in schema.fields):
+            delta = delta.select(*[F.unix_micros(F.col(quote_column(f.name))).alias(f.name)
+                                   if isinstance(f.dataType, T.TimestampType) else F.col(quote_column(f.name))
+                                   for f in schema.fields])
+        return _moved_rows(schema, delta.collect())
 
 
 def _moved_rows(schema: T.StructType, rows: list[Any]) -> MovedColumns:
