@@ -393,9 +393,9 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
 
 
 def _delta_rows(plan: ChangePlan, df: DataFrame, action: str, columns: list[str]) -> DataFrame:
-    projection = [*[column(c) for c in columns], exp.alias_(exp.Literal.string(action), DELTA_ACTION, quoted=True),
-                  exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), DELTA_ROW_ID, quoted=True)]
-    return df.selectExpr(*[e.sql("spark") for e in projection])
+    return _projected(df, [*[column(c) for c in columns],
+                           exp.alias_(exp.Literal.string(action), DELTA_ACTION, quoted=True),
+                           exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), DELTA_ROW_ID, quoted=True)])
 
 
 def snapshot(spark: Any, table: str, version: int, *, location: str | None = None,
@@ -417,14 +417,17 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
             files = tuple(f for f in files if keep(f)) or files[:1]
         vectors = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
         df = scan_files(spark, location, meta, FileScan(files, version, True, vectors))
-        row_id = F.col(RID)
+        row_id = column(RID)
     else:
         df = spark.read.format("delta").option("versionAsOf", version).load(location)
-        row_id = F.col("_metadata.row_id")
-    return df.select(
-        *[F.col(quote_column(c)) for c in columns],
-        row_id_string(meta.table_id, row_id).alias(DELTA_ROW_ID),
-    )
+        row_id = exp.column("row_id", "_metadata")
+    return _projected(df, [*[column(c) for c in columns],
+                           exp.alias_(row_id_sql(meta.table_id, row_id), DELTA_ROW_ID, quoted=True)])
+
+
+def _projected(df: DataFrame, projection: list[exp.Expr]) -> DataFrame:
+    """``df.select`` of statement expressions: one projection of SQL texts, not a PySpark Column per function."""
+    return df.selectExpr(*[e.sql("spark") for e in projection])
 
 
 def _tracked(log: DeltaLog, table: str, version: int) -> TableMetadata:
@@ -465,9 +468,9 @@ def snapshot_ends(spark: Any, table: str, start: int, end: int, *, location: str
             kept = tuple(f for f in first if keep(f)), tuple(f for f in last if keep(f))
             first, last = kept if any(kept) else ((first or last)[:1], ())
         df = scan_ends(spark, location, metas[1], first, last)
-        return df.select(*[F.col(quote_column(f.name)) for f in table_schema(metas[1]).fields],
-                         row_id_string(metas[1].table_id, F.col(RID)).alias(DELTA_ROW_ID), F.col(AT_START),
-                         F.col(AT_END))
+        return _projected(df, [*[column(f.name) for f in table_schema(metas[1]).fields],
+                               exp.alias_(row_id_sql(metas[1].table_id, column(RID)), DELTA_ROW_ID, quoted=True),
+                               column(AT_START), column(AT_END)])
     at_start = snapshot(spark, table, start, location=location, keep=keep)
     at_end = snapshot(spark, table, end, location=location, keep=keep)
     return at_start.select("*", F.lit(True).alias(AT_START), F.lit(False).alias(AT_END)).unionByName(
