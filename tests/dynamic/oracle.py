@@ -45,8 +45,10 @@ def oracle_rows(dt: Any, name: str) -> list[tuple]:
             continue
         obj = dt.catalog.lookup(source)
         version = _version_at(dt, source, d.data_timestamp)
-        replace_table(table, parse_one(f"SELECT * FROM delta.`{obj['location']}` VERSION AS OF {version} AS "
-                                       f"{table.alias_or_name}").find(exp.Table))
+        pinned = parse_one(f"SELECT * FROM delta.`{obj['location']}` VERSION AS OF {version} AS "
+                           f"{table.alias_or_name}").find(exp.Table)
+        assert pinned is not None
+        replace_table(table, pinned)
     return [tuple(r) for r in dt.spark.sql(to_spark(tree)).collect()]
 
 
