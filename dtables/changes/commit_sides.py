@@ -128,7 +128,7 @@ def delta_rows(spark: Any, plan: ChangePlan) -> DataFrame:
 
 
 def row_id_sql(table_id: str, row_id: exp.Expr) -> exp.Expr:
-    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id (as ``reader.row_id_string``)."""
+    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id: ``md5('<Delta table id>:' || id)``."""
     text = exp.Cast(this=row_id, to=exp.DataType.build("string"))
     return exp.func("md5", exp.func("concat", exp.Literal.string(table_id + ":"), text))
 

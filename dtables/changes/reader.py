@@ -88,9 +88,10 @@ class ChangeRead:
     plan: ChangePlan
 
 
-def row_id_string(table_id: str, row_id: Column) -> Column:
-    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id."""
-    return F.md5(F.concat(F.lit(table_id + ":"), row_id.cast("string")))
+def row_id_string(table_id: str, row_id: exp.Expr) -> Column:
+    """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of the row-tracking id ``row_id`` (``commit_sides.row_id_sql``,
+    the one definition, as a Column)."""
+    return F.expr(row_id_sql(table_id, row_id).sql("spark"))
 
 
 def _commit_timestamp(plan: ChangePlan, version: Column) -> Column:
@@ -128,7 +129,7 @@ def _finish(plan: ChangePlan, df: DataFrame, columns: list[str]) -> DataFrame:
         *[F.col(quote_column(c)) for c in columns],
         F.col(ACTION),
         F.col(ISUPDATE),
-        row_id_string(plan.metadata.table_id, F.col(RID)).alias(ROW_ID),
+        row_id_string(plan.metadata.table_id, column(RID)).alias(ROW_ID),
         F.col(COMMIT_VERSION),
         _commit_timestamp(plan, F.col(COMMIT_VERSION)).alias(COMMIT_TIMESTAMP),
     )

@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from sqlglot import exp
 
 import differentiation as diff
 from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
@@ -98,7 +99,7 @@ def _snapshot_as_inserts(spark: Any, interval: ch.Interval, version: int, log: A
         *[F.col(quote_column(c)) for c in columns],
         F.lit(INSERT).alias(ch.ACTION),
         F.lit(False).alias(ch.ISUPDATE),
-        row_id_string(meta.table_id, F.col("_metadata.row_id")).alias(ch.ROW_ID),
+        row_id_string(meta.table_id, exp.column("row_id", "_metadata")).alias(ch.ROW_ID),
         rcv.alias(ch.COMMIT_VERSION),
         F.try_element_at(ts_map, rcv).alias(ch.COMMIT_TIMESTAMP),
     )
@@ -137,7 +138,7 @@ def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval],
     # interval start: look it up by row id in the snapshot at the start (only rows that were deleted need it).
     meta = log.metadata_at(interval.start_version)
     before = (spark.read.format("delta").option("versionAsOf", interval.start_version).load(interval.location)
-              .select(row_id_string(meta.table_id, F.col("_metadata.row_id")).alias("__old_rid"),
+              .select(row_id_string(meta.table_id, exp.column("row_id", "_metadata")).alias("__old_rid"),
                       F.col("_metadata.row_commit_version").cast("long").alias("__old_version")))
     deletes = df.where(action == DELETE)
     old = deletes.join(before, deletes[quote_column(ch.ROW_ID)] == before["__old_rid"], "left") \
