@@ -41,6 +41,7 @@ from dtables.dynamic import layout, overwrite
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
+from dtables.spark.tiny_plans import one_job
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
@@ -334,7 +335,8 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
         # one file: its change set is not counted first (that would be a job of its own), so the limit on
         # REWRITE_ONE_FILE_MAX_ROWS is not known here; a large change into a table this small is rare
         rows, observation = _joined_rows(clone, old, changes, targets)
-        direct.write(rows.coalesce(1))
+        with one_job(clone, rows):
+            direct.write(rows.coalesce(1))
         metrics = _observed(observation)
         if metrics is not None and not int(metrics.get("changes") or 0):
             direct.abandon()

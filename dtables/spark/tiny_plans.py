@@ -1,0 +1,67 @@
+"""A query whose every input is tiny, run as one Spark job.
+
+Spark plans a join with a side under ``spark.sql.autoBroadcastJoinThreshold`` as a broadcast join, and every
+broadcast is a Spark job of its own, run before the query's (a one-row change's REWRITE of the benchmark's 50-group
+aggregate: three broadcasts, the held change rows, the stored state, the change's groups, then the write).
+Without adaptive execution (off for incremental refreshes, ``executor._tune_for_small_changes``) a shuffle is a stage
+inside the query's one job instead. Where all the query reads is a few hundred kilobytes, shuffling it into one
+partition costs less than a job per broadcast: ``one_job`` turns broadcasts off and shuffles into one partition
+while such a query is planned and run.
+
+The inputs are the leaves of the query's analysed plan (file relations sized by their files, local relations by
+their rows, a common table expression's leaves once however often it is used; analysis already happened when the
+DataFrame was made, so nothing is planned twice). A leaf Spark cannot size, or a Spark Connect session, counts as
+not tiny.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# Reading and shuffling this many bytes of input in one task costs less than one broadcast job (about 30-160 ms on
+# the 2-core benchmark machine, bench/README.md "A tiny REWRITE in one job").
+TINY_INPUT_BYTES = 1 << 20
+
+_SETTINGS = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "1"))
+
+
+def input_bytes(df: Any) -> int | None:
+    """The bytes the leaves of ``df``'s analysed plan hold by Spark's estimate, or None where one is unknown (a
+    reference Spark sizes only after planning, a Spark Connect DataFrame)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    leaves = jdf.queryExecution().analyzed().collectLeaves()
+    total = 0
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        name = leaf.nodeName()
+        if name == "CTERelationRef":  # a common table expression's use: its definition's leaves are counted
+            continue
+        if name not in ("LogicalRelation", "LocalRelation", "LogicalRDD", "OneRowRelation"):
+            return None
+        total += int(str(leaf.stats().sizeInBytes()))  # a Scala BigInt: its text
+    return total
+
+
+@contextmanager
+def one_job(spark: Any, df: Any, max_bytes: int = TINY_INPUT_BYTES) -> Iterator[bool]:
+    """While the block plans and runs ``df`` on ``spark``: no broadcast joins and one shuffle partition if ``df``'s
+    inputs hold at most ``max_bytes`` (yields whether they do); the session's settings are restored after."""
+    size = input_bytes(df)
+    if size is None or size > max_bytes:
+        yield False
+        return
+    saved = [(key, spark.conf.get(key, None)) for key, _ in _SETTINGS]
+    for key, value in _SETTINGS:
+        spark.conf.set(key, value)
+    try:
+        yield True
+    finally:
+        for key, value in saved:
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -1,0 +1,55 @@
+"""A query over tiny inputs runs as one Spark job (``dtables.spark.tiny_plans``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dtables.spark.jobs import SparkWork
+from dtables.spark.tiny_plans import input_bytes, one_job
+
+JOIN = "SELECT a.id, b.name FROM {a} AS a JOIN {b} AS b ON a.k = b.k"
+
+
+def _tables(spark: Any, tmp_path: Path) -> tuple[Any, Any, int]:
+    """A 100-row and a 7-row parquet table, and the bytes of the first's files."""
+    spark.range(100).selectExpr("id", "id % 7 AS k").write.parquet(str(tmp_path / "a"))
+    spark.range(7).selectExpr("id AS k", "CAST(id AS STRING) AS name").write.parquet(str(tmp_path / "b"))
+    files = sum(p.stat().st_size for p in (tmp_path / "a").glob("*.parquet"))
+    return spark.read.parquet(str(tmp_path / "a")), spark.read.parquet(str(tmp_path / "b")), files
+
+
+def test_input_bytes_are_the_files_a_query_reads_a_common_table_expression_once(spark: Any, tmp_path: Path) -> None:
+    a, b, a_files = _tables(spark, tmp_path)
+    assert input_bytes(a) == a_files
+    used_twice = spark.sql("WITH c AS (SELECT * FROM {a}) SELECT x.id FROM c AS x JOIN c AS y ON x.k = y.id", a=a)
+    assert input_bytes(used_twice) == a_files
+    assert input_bytes(spark.createDataFrame([(1, "x")], "k INT, name STRING")) > 0  # a local relation
+    assert input_bytes(spark.range(5)) is None  # a leaf Spark does not size before planning
+
+
+def test_a_join_of_tiny_inputs_runs_in_one_job_and_the_settings_come_back(spark: Any, tmp_path: Path) -> None:
+    session = spark.newSession()
+    session.conf.set("spark.sql.adaptive.enabled", "false")  # as for incremental refreshes
+    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "12345678")
+    a, b, _ = _tables(session, tmp_path)
+    query = session.sql(JOIN, a=a, b=b)
+    with SparkWork(session, "broadcast") as broadcast:
+        expected = sorted(query.collect())
+    assert broadcast.cost.jobs == 2  # the broadcast of b, then the query's own job
+
+    query = session.sql(JOIN, a=a, b=b)
+    with SparkWork(session, "one job") as work, one_job(session, query) as tiny:
+        assert tiny
+        assert sorted(query.collect()) == expected
+    assert work.cost.jobs == 1
+    assert session.conf.get("spark.sql.autoBroadcastJoinThreshold") == "12345678"
+    assert session.conf.get("spark.sql.shuffle.partitions") == spark.conf.get("spark.sql.shuffle.partitions")
+
+
+def test_a_query_over_more_than_the_limit_is_left_alone(spark: Any, tmp_path: Path) -> None:
+    session = spark.newSession()
+    a, b, _ = _tables(session, tmp_path)
+    with one_job(session, session.sql(JOIN, a=a, b=b), max_bytes=10) as tiny:
+        assert not tiny
+        assert session.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
