@@ -81,22 +81,29 @@ def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileSca
 def _scan_direct(
     spark: Any, location: str, metadata: TableMetadata, schema: T.StructType, scan: FileScan
 ) -> DataFrame:
-    marks, selective, empty, mark_rows = _row_marks(spark, location, scan.row_filters)
+    mark_rows, selective, empty = _row_marks(spark, location, scan.row_filters)
     files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
     tagged = _direct_read(spark, location, metadata, schema, files)
     if len(files) == 1 and files[0].path in empty:
         tagged = tagged.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
-    if marks is not None:
+    if mark_rows is not None:
         # Rows are picked (or left out) by row index before anything is computed for them: a file read for the
         # few rows its vector newly marks costs one pass over its columns, not the per-row work below.
         on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
-        if len(selective) == len({unquote(f.file_name) for f in files}):  # every file read for marked rows only
+        every_file_picked = len(selective) == len({unquote(f.file_name) for f in files})
+        picked = [(name, row) for name, row, keep in mark_rows if keep]
+        if every_file_picked and 0 < len(picked) <= PICKED_AS_LITERALS_MAX:
+            # The rows as a filter of literals: a join with them broadcast the rows first, a Spark job each
+            tagged = tagged.where(_picked_rows(picked).sql(dialect="spark"))
+        elif every_file_picked:
+            marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
             # First by row index alone (a join on one long, cheap per row), which leaves few rows for the exact
             # join on (file name, row index), whose string key costs more than the scan itself on every row.
             indexes = rows_frame(spark, [(r,) for r in sorted({m[1] for m in mark_rows if m[2]})], INDEX_SCHEMA)
             tagged = tagged.join(F.broadcast(indexes), F.col(_ROW_INDEX) == F.col(_INDEX), "left_semi")
             tagged = tagged.join(F.broadcast(marks.where(F.col(_MARK_KEEP))), on, "left_semi")
         else:
+            marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
             keep = F.col(_MARK_KEEP).isNull()
             if selective:
                 keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))) \
@@ -105,6 +112,23 @@ def _scan_direct(
                 .drop(_MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
     return _identified(tagged, metadata, schema, files)
+
+
+# Rows a read picks by row index (those a deletion vector newly marks) up to this many are a filter of literals:
+# Spark analyses an IN list of 10,000 numbers in tens of milliseconds, where each broadcast join took a job.
+PICKED_AS_LITERALS_MAX = 10_000
+
+
+def _picked_rows(picked: list[tuple[str, int]]) -> exp.Expr:
+    """A filter keeping exactly the (file name, row index) pairs of ``picked``: per file, its row indexes as an IN
+    list (which Spark evaluates as a hash set), the file compared first."""
+    by_file: dict[str, list[int]] = {}
+    for name, row in picked:
+        by_file.setdefault(name, []).append(row)
+    return exp.or_(*(exp.and_(exp.EQ(this=column(FILE), expression=exp.Literal.string(name)),
+                              exp.In(this=column(_ROW_INDEX),
+                                     expressions=[exp.Literal.number(r) for r in sorted(set(rows))]))
+                     for name, rows in sorted(by_file.items())))
 
 
 def _identified(tagged: DataFrame, metadata: TableMetadata, schema: T.StructType, files: tuple[FileAction, ...],
@@ -209,9 +233,10 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
 def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
     """``raw``, a parquet read of ``files``, without the rows their deletion vectors mark (its own columns)."""
     filters = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
-    marks, _, _, _ = _row_marks(spark, location, filters)
-    if marks is None:
+    mark_rows, _, _ = _row_marks(spark, location, filters)
+    if mark_rows is None:
         return raw
+    marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
     tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
     on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
     return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(quote_column(c)) for c in raw.columns])
@@ -225,13 +250,13 @@ MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
 
 
 def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
-               ) -> tuple[DataFrame | None, set[str], set[str], list[tuple[str, int, bool]]]:
-    """The deletion vectors of ``filters`` decoded into (file name, row index, keep) rows: ``keep`` false for a
-    row a file's vector marks deleted, true for a row a selective filter reads; then the file names of the
-    selective filters (their other rows are not read), the paths whose filter keeps no row at all, and the
-    rows themselves."""
+               ) -> tuple[list[tuple[str, int, bool]] | None, set[str], set[str]]:
+    """The deletion vectors of ``filters`` decoded into (file name, row index, keep) rows (None: no filter):
+    ``keep`` false for a row a file's vector marks deleted, true for a row a selective filter reads; then the file
+    names of the selective filters (their other rows are not read) and the paths whose filter keeps no row at
+    all."""
     if not filters:
-        return None, set(), set(), []
+        return None, set(), set()
     rows_of = _vector_rows(spark, location)
     marks: list[tuple[str, int, bool]] = []
     selective: set[str] = set()
@@ -246,7 +271,7 @@ def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
             marks += [(name, r, True) for r in sorted(wanted)]
         else:
             marks += [(name, r, False) for r in sorted(rows_of(f.minus))]
-    return rows_frame(spark, marks, MARK_SCHEMA), selective, empty, marks
+    return marks, selective, empty
 
 
 def change_data_frame(spark: Any, location: str, metadata: TableMetadata,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dtables.changes import Bound, plan_changes, read_changes, resolve_interval
+from dtables.changes import scan
 from dtables.changes.interval import open_log
 from dtables.changes.reader import CHANGE_DATA_FILES
 from test_change_properties import DELETION_VECTORS, check_history
@@ -84,11 +85,19 @@ def _interval(spark: Any, table: str, start: int, end: int) -> Any:
     return resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
 
 
-@pytest.mark.parametrize("properties", [COPY_ON_WRITE, DELETION_VECTORS])
-def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any, properties: str) -> None:
+@pytest.mark.parametrize("properties, picked_as_literals_max", [
+    (COPY_ON_WRITE, scan.PICKED_AS_LITERALS_MAX), (DELETION_VECTORS, scan.PICKED_AS_LITERALS_MAX),
+    (DELETION_VECTORS, 0),  # the rows a vector marked picked by broadcast joins, as for more than the literals' limit
+])
+def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any, monkeypatch: Any, properties: str,
+                                          picked_as_literals_max: int) -> None:
     """A scattered UPDATE rewrites (or marks rows in) every file; its change read reads its change data and no
-    data file, and so does a copy-on-write DELETE after it (one with vectors reads the rows it marked); an append
-    inside the interval is read from its own files."""
+    data file, and so does a copy-on-write DELETE after it (one with vectors reads the rows it marked, as a filter of
+    literals or by joins); an append inside the interval is read from its own files."""
+    monkeypatch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
+    as_literals: list[int] = []
+    picked_rows = scan._picked_rows
+    monkeypatch.setattr(scan, "_picked_rows", lambda rows: as_literals.append(len(rows)) or picked_rows(rows))
     table = make_table("id INT, name STRING", properties)
     run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(4) */ id, CAST(id AS STRING) FROM range(40)",
         "UPDATE {t} SET name = 'x' WHERE id % 10 = 3", "DELETE FROM {t} WHERE id % 10 = 4",
@@ -117,6 +126,7 @@ def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any,
                 for i in range(40) if i % 10 in (3, 4)]
     expected += [(i, "y" if i == 3 else "x", "INSERT", True, 5 if i == 3 else 2) for i in range(40) if i % 10 == 3]
     assert got == sorted(expected + [(100, "y", "INSERT", False, 5)])
+    assert bool(as_literals) == (properties == DELETION_VECTORS and picked_as_literals_max > 0)
 
 
 def test_a_commit_that_rewrote_files_without_change_data_falls_back(spark: Any, make_table: Any, run: Any,
