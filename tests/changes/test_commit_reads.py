@@ -97,7 +97,12 @@ def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any,
     monkeypatch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
     as_literals: list[int] = []
     picked_rows = scan._picked_rows
-    monkeypatch.setattr(scan, "_picked_rows", lambda rows: as_literals.append(len(rows)) or picked_rows(rows))
+
+    def spied(rows: list[tuple[str, int]]) -> Any:
+        as_literals.append(len(rows))
+        return picked_rows(rows)
+
+    monkeypatch.setattr(scan, "_picked_rows", spied)
     table = make_table("id INT, name STRING", properties)
     run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(4) */ id, CAST(id AS STRING) FROM range(40)",
         "UPDATE {t} SET name = 'x' WHERE id % 10 = 3", "DELETE FROM {t} WHERE id % 10 = 4",
