@@ -121,16 +121,28 @@ def _scan_direct(
 PICKED_AS_LITERALS_MAX = 1_000
 
 
+# Spark evaluates an IN list of more than this many values as a hash set (spark.sql.optimizer.inSetConversionThreshold)
+_IN_SET_OVER = 10
+
+
 def _picked_rows(picked: list[tuple[str, int]]) -> exp.Expr:
-    """A filter keeping exactly the (file name, row index) pairs of ``picked``: per file, its row indexes as an IN
-    list (which Spark evaluates as a hash set), the file compared first."""
+    """A filter keeping exactly the (file name, row index) pairs of ``picked``: per file, its row indexes, the file
+    compared first. Spark writes the numbers of a short IN list into the code it generates, so each refresh's rows
+    would compile classes of their own (40-60 ms each, then the JIT's work); a short list is an array instead, which
+    the code refers to, and a long one an IN list, which Spark turns into a hash set that the code refers to too."""
     by_file: dict[str, list[int]] = {}
     for name, row in picked:
         by_file.setdefault(name, []).append(row)
     return exp.or_(*(exp.and_(exp.EQ(this=column(FILE), expression=exp.Literal.string(name)),
-                              exp.In(this=column(_ROW_INDEX),
-                                     expressions=[exp.Literal.number(r) for r in sorted(set(rows))]))
+                              _row_index_in(sorted(set(rows))))
                      for name, rows in sorted(by_file.items())))
+
+
+def _row_index_in(rows: list[int]) -> exp.Expr:
+    numbers = [exp.Literal.number(r) for r in rows]
+    if len(numbers) > _IN_SET_OVER:
+        return exp.In(this=column(_ROW_INDEX), expressions=numbers)
+    return exp.func("array_contains", exp.Array(expressions=numbers), column(_ROW_INDEX))
 
 
 def _identified(tagged: DataFrame, metadata: TableMetadata, schema: T.StructType, files: tuple[FileAction, ...],
