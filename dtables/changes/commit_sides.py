@@ -93,7 +93,6 @@ def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
         deaths.append(exp.select(*keep, _at(gone.versions)).from_(rows))
     sides.ctes.append((_DIED, _union(spark, sides, deaths, with_version=True)))
     sides.ctes.append((_BORN, _union(spark, sides, births, with_version=False)))
-    start_version = exp.Literal.number(start)
     if plan.interval.end_version == start + 1:
         # One commit: every state it removed was there at the start, so none of its births died inside the interval
         # (the anti join below, and the broadcast job of its deaths, would find nothing), and every death was born
@@ -103,6 +102,7 @@ def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
         sides.ctes.append((_GONE, exp.select("*").from_(_DIED)))
         sides.ctes.append((_ALIVE, exp.select("*").from_(_BORN)))
         return sides
+    start_version = exp.Literal.number(start)
     sides.ctes.append((_GONE, exp.select("*").from_(_DIED).where(exp.LTE(this=column(RCV), expression=start_version))))
     later = exp.select(exp.alias_(column(RID), "__d_rid", quoted=True),
                        exp.alias_(column(RCV), "__d_rcv", quoted=True)).from_(_DIED)
