@@ -102,11 +102,11 @@ def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
         sides.ctes.append((_GONE, exp.select("*").from_(_DIED)))
         sides.ctes.append((_ALIVE, exp.select("*").from_(_BORN)))
         return sides
-    start_version = exp.Literal.number(start)
-    sides.ctes.append((_GONE, exp.select("*").from_(_DIED).where(exp.LTE(this=column(RCV), expression=start_version))))
+    born, start_version = _padded_version(column(RCV)), exp.Literal.string(_padded(start))
+    sides.ctes.append((_GONE, exp.select("*").from_(_DIED).where(exp.LTE(this=born, expression=start_version))))
     later = exp.select(exp.alias_(column(RID), "__d_rid", quoted=True),
                        exp.alias_(column(RCV), "__d_rcv", quoted=True)).from_(_DIED)
-    later = later.where(exp.GT(this=column(RCV), expression=start_version))
+    later = later.where(exp.GT(this=born.copy(), expression=start_version.copy()))
     sides.ctes.append((_LATER, later))
     same = exp.and_(exp.EQ(this=exp.column(RID, _BORN, quoted=True), expression=column("__d_rid")),
                     exp.EQ(this=exp.column(RCV, _BORN, quoted=True), expression=column("__d_rcv")))
@@ -135,6 +135,22 @@ def row_id_sql(table_id: str, row_id: exp.Expr) -> exp.Expr:
     """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of a row-tracking id: ``md5('<Delta table id>:' || id)``."""
     text = exp.Cast(this=row_id, to=exp.DataType.build("string"))
     return exp.func("md5", exp.func("concat", exp.Literal.string(table_id + ":"), text))
+
+
+# Versions compared as zero-padded strings (a long has at most 19 digits): Spark writes a number literal into the
+# code it generates and refers to a string, so the statement of an interval of several commits generates the same
+# code at every start version (as a number, its filters compiled new classes at every refresh). Spark's optimizer
+# would turn a cast to a wider number back into a number comparison; it leaves ``lpad`` alone.
+_VERSION_DIGITS = 20
+
+
+def _padded(version: int) -> str:
+    return str(version).rjust(_VERSION_DIGITS, "0")
+
+
+def _padded_version(version: exp.Expr) -> exp.Expr:
+    text = exp.Cast(this=version, to=exp.DataType.build("string"))
+    return exp.func("lpad", text, exp.Literal.number(_VERSION_DIGITS), exp.Literal.string("0"))
 
 
 def _at(versions: tuple[tuple[str, int], ...]) -> exp.Expr:
