@@ -19,6 +19,16 @@ def _compiled(spark: Any) -> int:
     return int(metrics.METRIC_COMPILATION_TIME().getCount())
 
 
+def _fact_and_aggregate(dt: Any, n: str) -> None:
+    """Tables ``d<n>`` and ``f<n>`` and the dynamic table ``agg<n>`` of QUERY over them."""
+    dt.sql(f"CREATE TABLE d{n} (dim INT, region STRING)")
+    dt.sql(f"INSERT INTO d{n} SELECT CAST(id AS INT), concat('r', CAST(id % 3 AS STRING)) FROM range(7)")
+    dt.sql(f"CREATE TABLE f{n} (id BIGINT, dim INT, amount DOUBLE)")
+    dt.sql(f"INSERT INTO f{n} SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range(100)")
+    dt.sql(f"CREATE DYNAMIC TABLE agg{n} TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
+           + QUERY.replace(" f ", f" f{n} AS f ").replace(" d ", f" d{n} AS d "))
+
+
 def _refresh_after_inserts(dt: Any, start: int) -> int:
     """Classes compiled by one INCREMENTAL refresh after an append to the fact."""
     dt.sql(f"INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range({start}, {start + 50})")
@@ -32,11 +42,7 @@ def _refresh_after_inserts(dt: Any, start: int) -> int:
 def test_a_refresh_of_the_same_kind_of_change_compiles_nothing_again(dt: Any) -> None:
     assert dt.spark.conf.get("spark.sql.codegen.cache.maxEntries") == CODEGEN_CACHE[
         "spark.sql.codegen.cache.maxEntries"]
-    dt.sql("CREATE TABLE d (dim INT, region STRING)")
-    dt.sql("INSERT INTO d SELECT CAST(id AS INT), concat('r', CAST(id % 3 AS STRING)) FROM range(7)")
-    dt.sql("CREATE TABLE f (id BIGINT, dim INT, amount DOUBLE)")
-    dt.sql("INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range(100)")
-    dt.sql(f"CREATE DYNAMIC TABLE agg TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS {QUERY}")
+    _fact_and_aggregate(dt, "")
     first = _refresh_after_inserts(dt, 1000)
     compiled_before_others = _compiled(dt.spark)
     # other work in between: more distinct generated classes than Spark's default cache keeps (each literal is
@@ -55,12 +61,7 @@ def test_a_refresh_after_an_update_or_delete_compiles_nothing_again(dt: Any) -> 
     # A one-commit change read is the same statement at every version (its start version is not written into it):
     # Spark writes a number literal into the code it generates, so a version in the statement made new classes,
     # compiled at every refresh.
-    dt.sql("CREATE TABLE d2 (dim INT, region STRING)")
-    dt.sql("INSERT INTO d2 SELECT CAST(id AS INT), concat('r', CAST(id % 3 AS STRING)) FROM range(7)")
-    dt.sql("CREATE TABLE f2 (id BIGINT, dim INT, amount DOUBLE)")
-    dt.sql("INSERT INTO f2 SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range(100)")
-    dt.sql("CREATE DYNAMIC TABLE agg2 TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
-           + QUERY.replace(" f ", " f2 AS f ").replace(" d ", " d2 AS d "))
+    _fact_and_aggregate(dt, "2")
     compiled = []
     for i in range(3):
         for statement in (f"UPDATE f2 SET amount = amount + 1 WHERE id = {i * 7}", f"DELETE FROM f2 WHERE id = {i * 7 + 1}"):
@@ -76,12 +77,7 @@ def test_a_refresh_after_an_update_or_delete_compiles_nothing_again(dt: Any) -> 
 def test_a_refresh_over_several_commits_compiles_nothing_again(dt: Any) -> None:
     # An interval of several commits compares its rows' commit versions with its start version; as a number in the
     # statement, that made new classes at every refresh (a table refreshed less often than its sources commit).
-    dt.sql("CREATE TABLE d3 (dim INT, region STRING)")
-    dt.sql("INSERT INTO d3 SELECT CAST(id AS INT), concat('r', CAST(id % 3 AS STRING)) FROM range(7)")
-    dt.sql("CREATE TABLE f3 (id BIGINT, dim INT, amount DOUBLE)")
-    dt.sql("INSERT INTO f3 SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range(100)")
-    dt.sql("CREATE DYNAMIC TABLE agg3 TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
-           + QUERY.replace(" f ", " f3 AS f ").replace(" d ", " d3 AS d "))
+    _fact_and_aggregate(dt, "3")
     compiled = []
     for i in range(4):
         dt.sql(f"UPDATE f3 SET amount = amount + 1 WHERE id = {i * 7}")
