@@ -29,14 +29,19 @@ def _fact_and_aggregate(dt: Any, n: str) -> None:
            + QUERY.replace(" f ", f" f{n} AS f ").replace(" d ", f" d{n} AS d "))
 
 
-def _refresh_after_inserts(dt: Any, start: int) -> int:
-    """Classes compiled by one INCREMENTAL refresh after an append to the fact."""
-    dt.sql(f"INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range({start}, {start + 50})")
+def _classes_of_refresh(dt: Any, name: str) -> int:
+    """Classes compiled by one refresh of ``name``, which must run INCREMENTAL."""
     before = _compiled(dt.spark)
-    [record] = dt.refresh(["agg"])
+    [record] = dt.refresh([name])
     compiled = _compiled(dt.spark) - before
     assert record.action == "INCREMENTAL", record.reason
     return compiled
+
+
+def _refresh_after_inserts(dt: Any, start: int) -> int:
+    """Classes compiled by one INCREMENTAL refresh after an append to the fact."""
+    dt.sql(f"INSERT INTO f SELECT id, CAST(id % 7 AS INT), CAST(id AS DOUBLE) FROM range({start}, {start + 50})")
+    return _classes_of_refresh(dt, "agg")
 
 
 def test_a_refresh_of_the_same_kind_of_change_compiles_nothing_again(dt: Any) -> None:
@@ -66,10 +71,7 @@ def test_a_refresh_after_an_update_or_delete_compiles_nothing_again(dt: Any) -> 
     for i in range(3):
         for statement in (f"UPDATE f2 SET amount = amount + 1 WHERE id = {i * 7}", f"DELETE FROM f2 WHERE id = {i * 7 + 1}"):
             dt.sql(statement)
-            before = _compiled(dt.spark)
-            [record] = dt.refresh(["agg2"])
-            compiled.append(_compiled(dt.spark) - before)
-            assert record.action == "INCREMENTAL", record.reason
+            compiled.append(_classes_of_refresh(dt, "agg2"))
     assert_same_rows(table_rows(dt, "agg2"), oracle_rows(dt, "agg2"))
     assert compiled[2:] == [0] * 4, compiled
 
@@ -83,9 +85,6 @@ def test_a_refresh_over_several_commits_compiles_nothing_again(dt: Any) -> None:
         dt.sql(f"UPDATE f3 SET amount = amount + 1 WHERE id = {i * 7}")
         dt.sql(f"UPDATE f3 SET amount = amount * 2 WHERE id = {i * 7} OR id = {i * 7 + 2}")  # the row again
         dt.sql(f"DELETE FROM f3 WHERE id = {i * 7 + 1}")
-        before = _compiled(dt.spark)
-        [record] = dt.refresh(["agg3"])
-        compiled.append(_compiled(dt.spark) - before)
-        assert record.action == "INCREMENTAL", record.reason
+        compiled.append(_classes_of_refresh(dt, "agg3"))
         assert_same_rows(table_rows(dt, "agg3"), oracle_rows(dt, "agg3"))
     assert compiled[2:] == [0] * 2, compiled
