@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
+from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import is_on_driver, known_value, value_once
 from dtables.spark.sessions import own_session
@@ -62,8 +63,9 @@ def moved_columns(spark: Any, interval: Interval, identity: str) -> MovedColumns
     """The columns ``interval`` moved (one Spark job, once per application for the interval; ``identity`` names
     the table's incarnation, e.g. its Delta id, so a table re-created at the same location is not confused). An
     interval whose commits only insert and delete whole rows (appends, DELETEs: TPC-H's RF2 under copy-on-write
-    removes and adds files, as an UPDATE does) is answered from the log, without the job."""
-    if _whole_rows_only(spark, interval):
+    removes and adds files, as an UPDATE does), or whose log counts some row inserted or deleted outright, is
+    answered from the log, without the job."""
+    if _rows_moved_by_log(spark, interval):
         return MovedColumns(rows=True, columns=frozenset())
     return value_once(spark, _key(interval, identity), lambda: _read(spark, interval))
 
@@ -78,11 +80,31 @@ def _key(interval: Interval, identity: str) -> tuple[Any, ...]:
             interval.end_version)
 
 
-def _whole_rows_only(spark: Any, interval: Interval) -> bool:
+def _rows_moved_by_log(spark: Any, interval: Interval) -> bool:
+    """Whether the log alone says ``MovedColumns.rows``: every commit that changed files inserts and deletes whole
+    rows, or one of them counts rows it inserted or deleted outright (a mixed interval of appends, UPDATEs and
+    DELETEs, where the job would only find that out). True may be too careful (rows an append added and a later
+    commit of the interval deleted are no change), which only plans the table as changed."""
     log = open_log(spark, interval)
     versions = range(interval.start_version + 1, interval.end_version + 1)
-    return all(log.has_commit(v) for v in versions) and all(
-        log.commit(v).operation in _WHOLE_ROW_OPERATIONS for v in versions if log.commit(v).files)
+    if not all(log.has_commit(v) for v in versions):
+        return False
+    commits = [c for c in (log.commit(v) for v in versions) if c.files]
+    return all(c.operation in _WHOLE_ROW_OPERATIONS for c in commits) or any(map(_outright, commits))
+
+
+# Operation metrics that count rows an operation inserted or deleted outright (appends' rows get new ids).
+_OUTRIGHT_METRICS = {
+    "WRITE": ("numOutputRows",), "STREAMING UPDATE": ("numOutputRows",), "DELETE": ("numDeletedRows",),
+    "MERGE": ("numTargetRowsInserted", "numTargetRowsDeleted")}
+
+
+def _outright(commit: Commit) -> bool:
+    """Whether ``commit``'s metrics count a row it inserted or deleted outright, not updated in place; False
+    where it has no such metric (the job then finds out)."""
+    metrics = commit.metrics or {}
+    return any(str(metrics.get(k, "0")).strip() not in ("0", "")
+               for k in _OUTRIGHT_METRICS.get((commit.operation or "").upper(), ()))
 
 
 def _read(spark: Any, interval: Interval) -> MovedColumns:
