@@ -89,21 +89,23 @@ def _scan_direct(
     if mark_rows is not None:
         # Rows are picked (or left out) by row index before anything is computed for them: a file read for the
         # few rows its vector newly marks costs one pass over its columns, not the per-row work below.
-        on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
         every_file_picked = len(selective) == len({unquote(f.file_name) for f in files})
         picked = [(name, row) for name, row, keep in mark_rows if keep]
         if every_file_picked and 0 < len(picked) <= PICKED_AS_LITERALS_MAX:
             # The rows as a filter of literals: a join with them broadcast the rows first, a Spark job each
             tagged = tagged.where(_picked_rows(picked).sql(dialect="spark"))
         elif every_file_picked:
-            marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
-            # First by row index alone (a join on one long, cheap per row), which leaves few rows for the exact
-            # join on (file name, row index), whose string key costs more than the scan itself on every row.
-            indexes = rows_frame(spark, [(r,) for r in sorted({m[1] for m in mark_rows if m[2]})], INDEX_SCHEMA)
-            tagged = tagged.join(F.broadcast(indexes), F.col(_ROW_INDEX) == F.col(_INDEX), "left_semi")
-            tagged = tagged.join(F.broadcast(marks.where(F.col(_MARK_KEEP))), on, "left_semi")
+            marks = rows_frame(spark, picked, PICKED_SCHEMA)
+            # Joined by row index alone (a key of one long, cheap per row); the file name is compared only for
+            # the rows whose index some pick has, in the join's condition. As a key it would be hashed for every
+            # row, which costs more than the scan itself; two comparisons are no equi-join key to Spark. One
+            # broadcast, so one Spark job (a join by index, then one by file and index, took two).
+            same_file = (F.col(FILE) >= F.col(_MARK_FILE)) & (F.col(FILE) <= F.col(_MARK_FILE))
+            tagged = tagged.join(F.broadcast(marks), (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file,
+                                 "left_semi")
         else:
             marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
+            on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
             keep = F.col(_MARK_KEEP).isNull()
             if selective:
                 keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))) \
@@ -115,9 +117,9 @@ def _scan_direct(
 
 
 # Rows a read picks by row index (those a deletion vector newly marks) up to this many are a filter of literals,
-# where the joins broadcast them in a Spark job each (0.1-0.3 s on the 2-core benchmark machine). Measured warm
+# where the join broadcasts them in a Spark job (0.1-0.3 s on the 2-core benchmark machine). Measured warm
 # there, Spark parses and analyses such a filter of 1,000 numbers in about 70 ms and runs it for about 40 ms more;
-# of 10,000 in 480 ms plus 250 ms: beyond a few thousand the jobs are cheaper.
+# of 10,000 in 480 ms plus 250 ms: beyond a few thousand the join and its job are cheaper.
 PICKED_AS_LITERALS_MAX = 1_000
 
 
@@ -256,8 +258,8 @@ def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[
     return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(quote_column(c)) for c in raw.columns])
 
 
-_INDEX = "__picked_row_index"
-INDEX_SCHEMA = T.StructType([T.StructField(_INDEX, T.LongType(), False)])
+PICKED_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
+                              T.StructField(_MARK_ROW, T.LongType(), False)])
 MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
                             T.StructField(_MARK_ROW, T.LongType(), False),
                             T.StructField(_MARK_KEEP, T.BooleanType(), False)])

@@ -87,7 +87,7 @@ def _interval(spark: Any, table: str, start: int, end: int) -> Any:
 
 @pytest.mark.parametrize("properties, picked_as_literals_max", [
     (COPY_ON_WRITE, scan.PICKED_AS_LITERALS_MAX), (DELETION_VECTORS, scan.PICKED_AS_LITERALS_MAX),
-    (DELETION_VECTORS, 0),  # the rows a vector marked picked by broadcast joins, as for more than the literals' limit
+    (DELETION_VECTORS, 0),  # the rows a vector marked picked by a broadcast join, as for more than the literals' limit
 ])
 def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any, monkeypatch: Any, properties: str,
                                           picked_as_literals_max: int) -> None:
