@@ -35,7 +35,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from dtables.spark.observations import counting, observed
 from dtables.spark.sessions import is_connect
+from dtables.spark.tiny_plans import known_rows
 
 SHARED_READS = "spark.dtables.changes.sharedReads"
 SHARED_READS_MAX_ROWS = "spark.dtables.changes.sharedReadsMaxRows"
@@ -66,14 +68,27 @@ def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[
     driver where ``hold`` (``on_driver``; the caller checks ``driver_rows_max``), otherwise in a local checkpoint.
     ``rows`` bounds the rows the read can hold (kept for later refreshes only up to the configured maximum)."""
     small = hold and rows <= driver_rows_max(spark)
+
+    def computed() -> DataFrame:
+        if small:
+            return on_driver(build())
+        if is_connect(spark):  # no plan of its to size (``tiny_plans``)
+            return build().localCheckpoint(eager=True)
+        counted, observation = counting(build(), "dtables_read")
+        kept = counted.localCheckpoint(eager=True)
+        metrics = observed(observation)
+        # sized by its rows, not by the scan it came from (``tiny_plans``); ``rows`` bounds them from the log
+        known_rows(kept, int(metrics["rows"]) if metrics and metrics.get("rows") is not None else rows)
+        return kept
+
     if str(spark.conf.get(SHARED_READS, "true")).lower() == "false" \
             or rows > int(spark.conf.get(SHARED_READS_MAX_ROWS, str(DEFAULT_MAX_ROWS))):
-        return on_driver(build()) if small else build().localCheckpoint(eager=True)
+        return computed()
     full_key = ("read", _application(spark), *key)
     kept = _lookup(spark, full_key)
     if kept is not None:
         return kept
-    return _keep(spark, full_key, on_driver(build()) if small else build().localCheckpoint(eager=True))
+    return _keep(spark, full_key, computed())
 
 
 def driver_rows_max(spark: Any) -> int:

@@ -17,7 +17,6 @@ same schema they replace every row (``replaceWhere`` = true, which keeps the tab
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,8 @@ from dtables.dynamic import layout, overwrite
 from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
-from dtables.spark.tiny_plans import one_job
+from dtables.spark.observations import counting, observed
+from dtables.spark.tiny_plans import known_rows, one_job
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
@@ -258,12 +258,14 @@ def _computed_once(changes: Any) -> tuple[Any, int | None] | None:
     """The change set computed in one job and kept (a local checkpoint), which the write then reads, with its row
     count (None if the count did not arrive); None when it is empty (a change that moved no row of the table, such
     as an update of columns its groups' sums do not read), counted in the same job."""
-    observation = Observation(f"dtables_changes_{uuid.uuid4().hex}")
-    kept = changes.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
-    counted = _observed(observation)
-    rows = int(counted.get("rows") or 0) if counted is not None else None
+    counted, observation = counting(changes, "dtables_changes")
+    kept = counted.localCheckpoint(eager=True)
+    metrics = observed(observation)
+    rows = int(metrics.get("rows") or 0) if metrics is not None else None
     if rows == 0:
         return None
+    if rows is not None:
+        known_rows(kept, rows)
     return kept, rows
 
 
@@ -337,7 +339,7 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
         rows, observation = _joined_rows(clone, old, changes, targets)
         with one_job(clone, rows):
             direct.write(rows.coalesce(1))
-        metrics = _observed(observation)
+        metrics = observed(observation)
         if metrics is not None and not int(metrics.get("changes") or 0):
             direct.abandon()
             return NOTHING_WRITTEN
@@ -352,7 +354,7 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
         rows, observation = _joined_rows(clone, old, exp.select(exp.Star()).from_(REWRITE_SOURCE_VIEW), targets)
         one_file = small and source_rows is not None and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
         _replace_all(rows.coalesce(1) if one_file else rows, location, direct)
-        return _joined_counts(_observed(observation))
+        return _joined_counts(observed(observation))
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
     ids = source.selectExpr(*_texts([alias(col("__dt_rid"), "__dt_mid"), alias(col("__dt_delete"), "__dt_mdel")]))
@@ -370,7 +372,7 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
         new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN)]))
         .selectExpr(*columns))
     _replace_all(rows, location, direct)
-    old_counts, new_counts = _observed(on_old), _observed(on_new)
+    old_counts, new_counts = observed(on_old), observed(on_new)
     if old_counts is None or new_counts is None:
         return None
     updated = int(old_counts.get("updated") or 0)
@@ -435,15 +437,6 @@ def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None) -
         direct.commit()
         return
     rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)
-
-
-def _observed(observation: Any, timeout_s: float = 30.0) -> dict[str, Any] | None:
-    """The observation's metrics, or None if they do not arrive in time (Spark's ``get`` would wait forever)."""
-    found: dict[str, Any] = {}
-    waiter = threading.Thread(target=lambda: found.update(observation.get or {}), daemon=True)
-    waiter.start()
-    waiter.join(timeout_s)
-    return found or None
 
 
 def _positional(names: Sequence[str], target: Sequence[Column]) -> list[tuple[str, Column]]:

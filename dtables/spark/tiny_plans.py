@@ -11,11 +11,14 @@ while such a query is planned and run.
 The inputs are the leaves of the query's analysed plan (file relations sized by their files, local relations by
 their rows, a common table expression's leaves once however often it is used; analysis already happened when the
 DataFrame was made, so nothing is planned twice). A leaf Spark cannot size, or a Spark Connect session, counts as
-not tiny.
+not tiny. A local checkpoint Spark sizes as the plan it was computed from (a scan of every file a DELETE's vectors
+touched, for the few rows it picked); one whose rows are known (``known_rows``) is sized by them.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +30,28 @@ TINY_INPUT_BYTES = 1 << 20
 _SETTINGS = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "1"))
 
 
+_lock = threading.Lock()
+_known: OrderedDict[tuple[str, int], int] = OrderedDict()  # (application, RDD id) -> bytes
+_KNOWN_MAX = 256
+
+
+def known_rows(df: Any, rows: int) -> None:
+    """Record that ``df``, a local checkpoint, holds at most ``rows`` rows: plans that read it size it by them
+    (Spark's own estimate of a row's size, as for a local relation), not by the plan it was computed from."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return
+    plan = jdf.queryExecution().analyzed()
+    if plan.nodeName() != "LogicalRDD":
+        return
+    key = (str(df.sparkSession.conf.get("spark.app.id", "")), int(plan.rdd().id()))
+    with _lock:
+        _known[key] = rows * (8 + int(jdf.schema().defaultSize()))  # Spark's EstimationUtils.getSizePerRow
+        _known.move_to_end(key)
+        while len(_known) > _KNOWN_MAX:
+            _known.popitem(last=False)
+
+
 def input_bytes(df: Any) -> int | None:
     """The bytes the leaves of ``df``'s analysed plan hold by Spark's estimate, or None where one is unknown (a
     reference Spark sizes only after planning, a Spark Connect DataFrame)."""
@@ -34,6 +59,7 @@ def input_bytes(df: Any) -> int | None:
     if jdf is None:
         return None
     leaves = jdf.queryExecution().analyzed().collectLeaves()
+    application = str(df.sparkSession.conf.get("spark.app.id", ""))
     total = 0
     for i in range(leaves.size()):
         leaf = leaves.apply(i)
@@ -42,7 +68,8 @@ def input_bytes(df: Any) -> int | None:
             continue
         if name not in ("LogicalRelation", "LocalRelation", "LogicalRDD", "OneRowRelation"):
             return None
-        total += int(str(leaf.stats().sizeInBytes()))  # a Scala BigInt: its text
+        known = _known.get((application, int(leaf.rdd().id()))) if name == "LogicalRDD" else None
+        total += known if known is not None else int(str(leaf.stats().sizeInBytes()))  # a Scala BigInt: its text
     return total
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from dtables.spark.jobs import SparkWork
-from dtables.spark.tiny_plans import input_bytes, one_job
+from dtables.spark.tiny_plans import input_bytes, known_rows, one_job
 
 JOIN = "SELECT a.id, b.name FROM {a} AS a JOIN {b} AS b ON a.k = b.k"
 
@@ -54,3 +54,20 @@ def test_a_query_over_more_than_the_limit_is_left_alone(spark: Any, tmp_path: Pa
     with one_job(session, session.sql(JOIN, a=a, b=b), max_bytes=10) as tiny:
         assert not tiny
         assert session.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
+
+
+def test_a_local_checkpoint_of_known_rows_is_sized_by_them(spark: Any, tmp_path: Path) -> None:
+    """Spark sizes a local checkpoint as the plan it computed (a scan, however few rows it kept); one whose rows
+    are known is sized by them, directly and through a temporary view, and only in this application."""
+    spark.range(200_000).selectExpr("id", "id % 7 AS k").write.parquet(str(tmp_path / "big"))
+    picked = spark.read.parquet(str(tmp_path / "big")).where("id % 50000 = 3").localCheckpoint(eager=True)
+    files = sum(p.stat().st_size for p in (tmp_path / "big").glob("*.parquet"))
+    by_spark = input_bytes(picked)
+    assert by_spark == files  # the scan's estimate, for 4 rows
+    known_rows(picked, 4)
+    assert input_bytes(picked) == 4 * (8 + 8 + 8)  # per row: Spark's 8 bytes and the two longs
+    picked.createOrReplaceTempView("picked_rows")
+    joined = spark.sql("SELECT p.id FROM picked_rows AS p JOIN picked_rows AS q ON p.k = q.k")
+    assert input_bytes(joined) == 2 * 4 * 24
+    other = spark.read.parquet(str(tmp_path / "big")).where("id = 1").localCheckpoint(eager=True)
+    assert input_bytes(other) == by_spark  # not recorded: Spark's estimate
