@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+
 def observed(observation: Any, timeout_s: float = 30.0) -> dict[str, Any] | None:
     """The observation's metrics, or None if they do not arrive in time."""
     found: dict[str, Any] = {}
