@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from changes_helpers import assert_same_rows
+from dtables.changes import scan
 from dtables.changes.interval import open_log
 from dtables.changes import Bound, plan_changes, read_changes, redundant_delta, resolve_interval, snapshot
 
@@ -161,3 +162,53 @@ def test_changes_with_deletion_vectors_read_only_what_changed(spark: Any, make_t
         check_history(spark, make_table, run, history, cuts, DELETION_VECTORS,
                       partitioned_by="k" if layout.endswith("partitioned") else None)
 
+
+
+# Rows spread over three files, with NULLs among the values; the last insert's values start with 's', which no other
+# statement writes, and its k comes from a hash (not from the position that decides a row's file), so its DELETE
+# marks some of the rows of several of its files and removes none whole.
+SPREAD = ("INSERT INTO {t} SELECT /*+ REPARTITION(3) */ CAST(id % 3 AS INT), "
+          "CASE WHEN id % 4 = 0 THEN NULL ELSE CAST(id % 2 AS STRING) END FROM range(24)")
+LAST_SPREAD = ("INSERT INTO {t} SELECT /*+ REPARTITION(3) */ CAST(abs(hash(id)) % 3 AS INT), "
+               "concat('s', CAST(id % 2 AS STRING)) FROM range(24)")
+LAST_DELETE = "DELETE FROM {t} WHERE k = 2 AND v LIKE 's%'"
+
+
+@settings(max_examples=3, **_settings)  # type: ignore[arg-type]
+@given(
+    history=st.lists(statements, min_size=1, max_size=4),
+    cuts=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=2),
+    picked_as_literals_max=st.sampled_from([0, scan.PICKED_AS_LITERALS_MAX]),
+)
+def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, make_table: Any, run: Any,
+                                                                  history: list[str], cuts: list[tuple[int, int]],
+                                                                  picked_as_literals_max: int) -> None:
+    """A read of a DELETE that marked rows in every file it reads picks those rows by row index, as a filter of
+    literals or (past PICKED_AS_LITERALS_MAX) by one broadcast join keyed on the row index that compares the file
+    name in its condition: after random DML over several files, the last DELETE's interval (and random ones) equal
+    the oracle, and the join really ran when the limit says so."""
+    joined: list[int] = []
+    frame = scan.rows_frame
+
+    def spied(spark: Any, rows: Any, schema: Any) -> Any:
+        if schema is scan.PICKED_SCHEMA:
+            joined.append(len(rows))
+        return frame(spark, rows, schema)
+
+    made: list[str] = []
+
+    def recording_make_table(*args: Any, **kwargs: Any) -> str:
+        made.append(make_table(*args, **kwargs))
+        return made[-1]
+
+    with pytest.MonkeyPatch.context() as patch:  # hypothesis runs every example in one test call: one context each
+        patch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
+        patch.setattr(scan, "rows_frame", spied)
+        check_history(spark, recording_make_table, run, [SPREAD, *history, LAST_SPREAD, LAST_DELETE],
+                      [(-2, -1), *cuts], DELETION_VECTORS)
+    latest = open_log(spark, made[-1]).latest_version
+    plan = plan_changes(spark, resolve_interval(spark, made[-1], at=Bound.version(latest - 1),
+                                                end=Bound.version(latest)))
+    assert plan.removed is not None and len(plan.removed.files) >= 2, plan.to_text()
+    assert all(r.selective for r in plan.removed.row_filters), plan.to_text()
+    assert bool(joined) == (picked_as_literals_max == 0), joined
