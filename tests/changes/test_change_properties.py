@@ -163,7 +163,6 @@ def test_changes_with_deletion_vectors_read_only_what_changed(spark: Any, make_t
                       partitioned_by="k" if layout.endswith("partitioned") else None)
 
 
-
 # Rows spread over three files, with NULLs among the values; the last insert's values start with 's', which no other
 # statement writes, and its k comes from a hash (not from the position that decides a row's file), so its DELETE
 # marks some of the rows of several of its files and removes none whole.
@@ -210,5 +209,6 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
     plan = plan_changes(spark, resolve_interval(spark, made[-1], at=Bound.version(latest - 1),
                                                 end=Bound.version(latest)))
     assert plan.removed is not None and len(plan.removed.files) >= 2, plan.to_text()
-    assert all(r.selective for r in plan.removed.row_filters), plan.to_text()
+    filters = plan.removed.row_filters  # one per file, each picking the rows its vector newly marks
+    assert len(filters) == len(plan.removed.files) and all(r.selective for r in filters), plan.to_text()
     assert bool(joined) == (picked_as_literals_max == 0), joined
