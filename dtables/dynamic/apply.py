@@ -121,22 +121,26 @@ def _texts(expressions: Iterable[exp.Expr]) -> list[str]:
 
 
 def _sql(clone: Any, query: exp.Expr) -> Any:
-    return clone.sql(query.sql(dialect="spark"))
+    """``query`` run on ``clone``: printed without the copy sqlglot makes to print safely (its printer may rewrite
+    the tree it prints), a copy of a change plan's whole tree per statement; every caller builds ``query`` for
+    this one statement."""
+    return clone.sql(query.sql(dialect="spark", copy=False))
 
 
 def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
     """SELECT items FROM (query) AS q, the query's CTEs moved to the outer statement (Spark 4.2 fails on some
-    nested ones)."""
+    nested ones). ``query`` becomes part of the result (not copied: the caller gives it up)."""
     inner, ctes = _without_ctes(query)
-    return _with_ctes(exp.select(*items).from_(inner.subquery("q")), ctes)
+    return _with_ctes(exp.select(*items).from_(inner.subquery("q", copy=False)), ctes)
 
 
 def _without_ctes(query: exp.Select) -> tuple[exp.Select, exp.Expr | None]:
-    """A copy of ``query`` without its WITH clause, and that clause (to put on the statement it is nested in)."""
-    inner = query.copy()
-    ctes = inner.args.get("with_")
-    inner.set("with_", None)
-    return inner, ctes
+    """``query`` with its WITH clause taken off, and that clause (to put on the statement it is nested in). The
+    caller gives ``query`` up: copying a change plan's tree took a few milliseconds to tens of them, four times
+    per refresh."""
+    ctes = query.args.get("with_")
+    query.set("with_", None)
+    return query, ctes
 
 
 def _with_ctes(outer: exp.Select, ctes: exp.Expr | None) -> exp.Select:
@@ -402,8 +406,8 @@ def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Col
                          alias(in_changes.copy(), "__dt_in_changes"),
                          alias(exp.func("coalesce", col("__dt_delete", "s"), exp.false()), "__dt_deleting"))
               .from_(exp.Table(this=ident(REWRITE_OLD_VIEW), alias=exp.TableAlias(this=ident("o"))))
-              .join(inner.subquery("s"), on=exp.EQ(this=col(ROW_ID_COLUMN, "o"), expression=col("__dt_rid", "s")),
-                    join_type="FULL OUTER"))
+              .join(inner.subquery("s", copy=False),
+                    on=exp.EQ(this=col(ROW_ID_COLUMN, "o"), expression=col("__dt_rid", "s")), join_type="FULL OUTER"))
     flags = _sql(clone, _with_ctes(joined, ctes))
     was, now, deleting = col("__dt_in_old"), col("__dt_in_changes"), col("__dt_deleting")
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
