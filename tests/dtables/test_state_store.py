@@ -33,6 +33,36 @@ def test_a_failed_write_rolls_back(tmp_path):
     assert store.query("SELECT count(*) FROM objects")[0][0] == 0
 
 
+def test_a_thread_keeps_its_connection_and_sees_other_writers(tmp_path):
+    import threading
+
+    path = tmp_path / "s.sqlite"
+    store, other = StateStore(path), StateStore(path)  # another process's store, as far as SQLite can tell
+    with store.connect() as first:
+        first.execute("INSERT INTO objects(name, kind) VALUES ('default.a', 'TABLE')")
+    other.execute("INSERT INTO objects(name, kind) VALUES ('default.b', 'TABLE')")
+    with store.connect() as again:  # kept between calls, yet no stale snapshot: b is seen
+        assert again is first
+        assert [r["name"] for r in again.execute("SELECT name FROM objects ORDER BY name")] == ["default.a",
+                                                                                              "default.b"]
+    with pytest.raises(Exception):  # noqa: B017 - a failed call rolls back and leaves the connection usable
+        with store.connect() as conn:
+            conn.execute("INSERT INTO objects(name, kind) VALUES ('default.c', 'TABLE')")
+            conn.execute("INSERT INTO nowhere VALUES (1)")
+    seen: dict[str, object] = {}
+
+    def in_thread() -> None:
+        with store.connect() as conn:
+            seen["conn"] = conn
+            seen["names"] = [r["name"] for r in conn.execute("SELECT name FROM objects ORDER BY name")]
+
+    worker = threading.Thread(target=in_thread)
+    worker.start()
+    worker.join()
+    assert seen["names"] == ["default.a", "default.b"] and seen["conn"] is not first  # a connection per thread
+    assert store.query("SELECT count(*) FROM objects")[0][0] == 2
+
+
 # -- issue 22, item 4: what dtables keeps about a warehouse is owner-only --------------------------------------------
 
 
