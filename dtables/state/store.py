@@ -75,19 +75,24 @@ class StateStore:
 
     def _take(self) -> sqlite3.Connection:
         """This thread's idle connection, or a new one: when the thread has none yet, when it is in use further up
-        this thread's stack, or when it was opened before this process forked (a connection is not to be shared
-        across processes)."""
+        this thread's stack, when it was opened before this process forked (a connection is not to be shared
+        across processes), or when the store's file was replaced since (a kept connection would go on writing to
+        the removed file, where opening the path each call reached the new one)."""
         local = self._local
         conn = getattr(local, "conn", None)
         local.conn = None  # in use (a nested call opens its own); another process's is left to that process
-        return conn if conn is not None and local.pid == os.getpid() else self._open()
+        if conn is not None and local.pid == os.getpid() and local.file == _identity(self.path):
+            return conn
+        if conn is not None and local.pid == os.getpid():
+            conn.close()
+        return self._open()
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         local = self._local
         if conn.in_transaction or getattr(local, "conn", None) is not None:
             conn.close()  # a rollback that failed, or a nested call's own connection
             return
-        local.conn, local.pid = conn, os.getpid()
+        local.conn, local.pid, local.file = conn, os.getpid(), _identity(self.path)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -124,6 +129,15 @@ class StateStore:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         with self.connect() as conn:
             conn.execute(sql, params)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the store's file, None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _statements(script: str) -> list[str]:

@@ -63,6 +63,17 @@ def test_a_thread_keeps_its_connection_and_sees_other_writers(tmp_path):
     assert store.query("SELECT count(*) FROM objects")[0][0] == 2
 
 
+def test_a_replaced_store_file_is_reopened_not_written_behind(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = StateStore(path)
+    store.execute("INSERT INTO objects(name, kind) VALUES ('default.a', 'TABLE')")
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"s.sqlite{suffix}").unlink(missing_ok=True)
+    StateStore(path)  # a new, empty store at the same path (its schema only)
+    store.execute("INSERT INTO objects(name, kind) VALUES ('default.b', 'TABLE')")
+    assert [r["name"] for r in StateStore(path).query("SELECT name FROM objects")] == ["default.b"]
+
+
 # -- issue 22, item 4: what dtables keeps about a warehouse is owner-only --------------------------------------------
 
 
