@@ -178,7 +178,7 @@ def _side(df: DataFrame, columns: list[str], action: str, version: Column) -> Da
 def execute_plan(spark: Any, plan: ChangePlan) -> DataFrame:
     """The CHANGES DataFrame of a plan (lazy: building it runs no Spark job)."""
     schema = _output_schema(plan.metadata)
-    columns = [f.name for f in table_schema(plan.metadata).fields]
+    columns = _columns(plan)
     if plan.shape == Shape.NO_DATA:
         return spark.createDataFrame([], schema)
     check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
@@ -228,7 +228,7 @@ def explain_changes(spark: Any, interval: Interval, information: str = ChangeFor
 
 
 def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
-                    compared: frozenset[str] | None = None) -> DataFrame:
+                    compared: frozenset[str] | None = None, kept: frozenset[str] | None = None) -> DataFrame:
     """Table columns + ``__action`` ('INSERT' | 'DELETE') + ``__row_id`` (same ids as ``METADATA$ROW_ID``).
 
     Rows of the net-removed files as DELETE, rows of the net-added files as INSERT. Applying it to the table at
@@ -245,6 +245,11 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
 
     ``compared``: the only columns the reader uses (``differentiation.columns_read``). A row whose DELETE and
     INSERT agree on them (an UPDATE of other columns) is left out, both halves: to the reader it did not change.
+
+    ``kept``: where the read picks rows by deletion vector, the only columns it materializes (the caller's own and
+    every other reader's of the table it knows of, so that they share one read); the others come back NULL. The
+    read scans whole files for a few rows, so its cost is the columns it decodes: TPC-H's ``l_comment`` alone is
+    about a third of lineitem's (bench/README.md). The caller guarantees that it reads no other column.
     """
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
     key = ("redundant_delta", plan.interval.location, plan.metadata.table_id, plan.interval.start_version,
@@ -265,8 +270,33 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
         built = plan_once(spark, key, lambda: _redundant_delta(spark, plan, checked=True))
         return _without_unchanged(plan, built, compared)
     # Every refresh of this interval (the DAG's other tables over the same source) reads the same rows: kept.
-    kept = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
-    return _without_unchanged(plan, kept, compared)
+    wanted = {c.lower() for c in kept} if kept is not None else set()
+    only = frozenset(c.lower() for c in _columns(plan) if c.lower() in wanted)
+    if not picks or kept is None or len(only) == len(_columns(plan)):
+        read = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
+        return _without_unchanged(plan, read, compared)
+    read = read_once_shared(spark, (*key, tuple(sorted(only))), bound,
+                            lambda: _narrowed(_redundant_delta(spark, plan), only), hold=hold)
+    return _without_unchanged(plan, _widened(plan, read), compared)
+
+
+def _columns(plan: ChangePlan) -> list[str]:
+    return [f.name for f in table_schema(plan.metadata).fields]
+
+
+def _narrowed(delta: DataFrame, only: frozenset[str]) -> DataFrame:
+    """``delta`` with only the table columns named (lower case) in ``only``, and its action and row id."""
+    return delta.select(*[F.col(quote_column(c)) for c in delta.columns
+                          if c.lower() in only or c in (DELTA_ACTION, DELTA_ROW_ID)])
+
+
+def _widened(plan: ChangePlan, narrowed: DataFrame) -> DataFrame:
+    """A ``_narrowed`` read with the redundant delta's columns again, those it left out NULL of their type."""
+    present = set(narrowed.columns)
+    fields = [*table_schema(plan.metadata).fields, T.StructField(DELTA_ACTION, T.StringType()),
+              T.StructField(DELTA_ROW_ID, T.StringType())]
+    return narrowed.select(*[F.col(quote_column(f.name)) if f.name in present
+                             else F.lit(None).cast(f.dataType).alias(f.name) for f in fields])
 
 
 def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[str] | None) -> DataFrame:
@@ -274,7 +304,7 @@ def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[s
     hold the same values in the ``compared`` columns. Only where the interval both removed and added rows and
     some column is not compared (an update of every column read is a change), in one pass over the change rows:
     a window per row id, no join."""
-    columns = [f.name for f in table_schema(plan.metadata).fields]
+    columns = _columns(plan)
     read = {c.lower() for c in compared} if compared is not None else set()  # Spark resolves names without case
     if compared is None or plan.shape != Shape.MINIMIZE or {c.lower() for c in columns} <= read:
         return delta
@@ -350,7 +380,7 @@ def _by_commit(spark: Any, plan: ChangePlan) -> bool:
 
 
 def _redundant_delta(spark: Any, plan: ChangePlan, checked: bool = False) -> DataFrame:
-    columns = [f.name for f in table_schema(plan.metadata).fields]
+    columns = _columns(plan)
     out_schema = T.StructType(
         table_schema(plan.metadata).fields
         + [T.StructField(DELTA_ACTION, T.StringType(), False), T.StructField(DELTA_ROW_ID, T.StringType(), False)]

@@ -61,8 +61,12 @@ class IntervalSources:
     """Snapshots at each interval's start and end version, and redundant deltas between them."""
 
     def __init__(self, spark: Any, intervals: Mapping[str, Interval], settings: Any = None,
-                 identities: Mapping[str, str] | None = None):
+                 identities: Mapping[str, str] | None = None,
+                 readers: Callable[[str], frozenset[str] | None] | None = None):
         self.spark = spark
+        # per table, the columns every reader of it known to the caller may read (None: any), so that reads they
+        # share (``redundant_delta``'s ``kept``) materialize no other column
+        self.readers = readers
         self.intervals = intervals
         self.identities = identities or {}  # per table, its incarnation (``moved.moved_columns``), where known
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
@@ -251,8 +255,18 @@ class IntervalSources:
         compared = self._read.get(table)
         if compared is not None and self._every_update_moved(table, compared):
             compared = None  # no updated row agrees with itself on the compared columns: nothing to leave out
-        return self._view(table, ("changes", compared), lambda: redundant_delta(
-            self.spark, self.intervals[table], read_once=True, compared=compared))
+        kept = self._kept(table)
+        return self._view(table, ("changes", compared, kept), lambda: redundant_delta(
+            self.spark, self.intervals[table], read_once=True, compared=compared, kept=kept))
+
+    def _kept(self, table: str) -> frozenset[str] | None:
+        """The columns a shared change read of ``table`` materializes (None: all): those its readers may read,
+        where they include every column this plan reads."""
+        own = self._read.get(table)
+        kept = self.readers(table) if self.readers is not None and own is not None else None
+        if kept is None or own is None or not {c.lower() for c in own} <= {c.lower() for c in kept}:
+            return None
+        return kept
 
     def _every_update_moved(self, table: str, compared: frozenset[str]) -> bool:
         """Whether, as this application already found (``moved.moved_columns``, which planning computes for the

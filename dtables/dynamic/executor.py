@@ -39,6 +39,7 @@ from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
+from dtables.dynamic.readers import source_readers
 from dtables.dynamic.tracking import ensure_tracked
 from dtables.dynamic.unread import drop_unread_updates
 from dtables.dynamic.vocabulary import Action, Write
@@ -307,7 +308,8 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
     identities = {n: s.identity for n, s in sources.items()}
     if action.action == Action.INCREMENTAL:
         _tune_for_small_changes(session, clone)
-    refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark)
+    refresh_sources = RefreshSources(clone, d.frontier, sources, settings=session.spark,
+                                     readers=source_readers(lambda: defs.load_all(store)))
     columns = d.columns
     if action.action == Action.REINITIALIZE:  # an upstream schema change may change the output columns
         columns = _output_columns(clone, refresh_sources, d)

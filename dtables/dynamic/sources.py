@@ -4,7 +4,7 @@ sources resolved at the new data timestamp, plus the query's own text over the n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlglot import exp
@@ -29,9 +29,10 @@ class RefreshSources(IntervalSources):
     """Intervals (stored frontier, version at the data timestamp] of every source; a new source starts at its end."""
 
     def __init__(self, spark: Any, before: Mapping[str, int], after: Mapping[str, SourceVersion],
-                 settings: Any = None):
+                 settings: Any = None, readers: Callable[[str], frozenset[str] | None] | None = None):
         super().__init__(spark, {n: Interval(n, before.get(n, s.version), s.version, s.location)
-                                 for n, s in after.items()}, settings, {n: s.identity for n, s in after.items()})
+                                 for n, s in after.items()}, settings, {n: s.identity for n, s in after.items()},
+                         readers)
 
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""

@@ -184,3 +184,23 @@ def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: s
                 spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
                 shared_reads.forget_all(spark)
         assert found["10000"] == found["-1"] and found["-1"], (table, end)
+
+
+def test_a_read_narrowed_to_some_columns_is_kept_apart_and_holds_the_others_null(spark: Any, deleted: str):
+    """``kept`` (the columns every reader of the table may read) narrows what the checkpoint holds; the read has
+    the same columns and rows, those left out NULL, and is shared by readers asking for the same columns only."""
+    interval = resolve_interval(spark, deleted, at=Bound.version(1), end=Bound.version(2))
+
+    def read(session: Any, kept: frozenset[str] | None) -> tuple[Counter[tuple[Any, ...]], int, list[str]]:
+        with SparkWork(session, "read") as work:
+            df = redundant_delta(session, interval, read_once=True, kept=kept)
+        assert work.cost.jobs is not None
+        return _rows(df), work.cost.jobs, df.columns
+
+    every, jobs, columns = read(spark, None)
+    assert jobs >= 1 and len(every) == 20
+    narrow, jobs, narrow_columns = read(spark.newSession(), frozenset({"K", "other"}))
+    assert jobs >= 1 and narrow_columns == columns  # its own read, the same columns
+    assert narrow == Counter({(k, None, a, r): n for (k, _, a, r), n in every.items()})
+    assert read(spark.newSession(), frozenset({"k"}))[:2] == (narrow, 0)  # shared with the same columns
+    assert read(spark.newSession(), frozenset({"k", "v"}))[:2] == (every, 0)  # every column: the first read
