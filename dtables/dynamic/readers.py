@@ -29,8 +29,7 @@ def mentioned_columns(query: str) -> frozenset[str] | None:
     for star in tree.find_all(exp.Star):
         if _reads_every_column(star):
             return None
-    if any(join.args.get("kind", "").upper() == "NATURAL" or join.args.get("method", "").upper() == "NATURAL"
-           for join in tree.find_all(exp.Join)):
+    if any("NATURAL" in (join.kind, join.method) for join in tree.find_all(exp.Join)):
         return None
     # a column's qualifier too: ``s.f`` may be field f of a struct column s
     names = {part.lower() for c in tree.find_all(exp.Column) for part in (c.name, c.table) if part}
