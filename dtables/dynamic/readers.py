@@ -39,12 +39,14 @@ def mentioned_columns(query: str) -> frozenset[str] | None:
 
 
 def _reads_every_column(star: exp.Star) -> bool:
-    """Whether ``star`` (``*`` or ``t.*``) stands for columns: in a SELECT list, unless under EXISTS, whose
-    SELECT list is never read. ``COUNT(*)`` reads none."""
+    """Whether ``star`` (``*`` or ``t.*``) may stand for columns: anywhere (``struct(*)`` too) but as COUNT's
+    argument, or in the SELECT list of an EXISTS subquery, which is never read."""
     node: exp.Expression = star.parent if isinstance(star.parent, exp.Column) else star
     select = node.parent
-    if not isinstance(select, exp.Select) or node not in select.expressions:
+    if isinstance(select, exp.Count):
         return False
+    if not isinstance(select, exp.Select) or node not in select.expressions:
+        return True
     outer = select.parent
     while isinstance(outer, (exp.Subquery, exp.Paren)):
         outer = outer.parent
