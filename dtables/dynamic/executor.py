@@ -37,7 +37,7 @@ from dtables.dynamic import history, measure
 from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_idempotent_write, write
 from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
-from dtables.dynamic.frontier import SourceVersion, resolve_source
+from dtables.dynamic.frontier import SourceVersion, read_window, resolve_source
 from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
 from dtables.dynamic.readers import source_readers
 from dtables.dynamic.tracking import ensure_tracked
@@ -276,6 +276,9 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     store, name = session.store, d.name
     untracked = ensure_tracked(session, d.sources)  # normally done when this table was created (tracking.py)
     sources = {s: resolve_source(session, name, s, at) for s in d.sources}
+    # changes are read between the commits that change rows: not across a compaction at either end
+    frontier, sources = read_window(session, d.frontier, d.source_identities, sources)
+    d = dataclasses.replace(d, frontier=frontier)
     stored_columns, target_bytes = _stored(session, d)
     stats = _stats(session, d, sources)
     unread = drop_unread_updates(session.spark, d, sources, stats)

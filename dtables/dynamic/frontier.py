@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dtables.catalog import TABLE_KINDS
 from dtables.catalog.warehouse import Warehouse
 from dtables.changes.log import DeltaLog
+from dtables.changes.window import changed_window, past_unchanged
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
 from dtables.dynamic.definition import STATE_PREFIX
@@ -61,19 +62,24 @@ def version_at(log: DeltaLog, at: dt.datetime) -> int | None:
     return max(eligible) if eligible else None
 
 
-def _past_unchanged(log: DeltaLog, version: int) -> int:
-    """The last version from ``version`` on reached by commits that change no row and no column: the same contents.
-
-    Such a commit after an upstream's refresh is change tracking turned on for a new reader (dynamic/tracking.py)
-    or a compaction; reading from after it, the reader's frontier starts where row ids exist."""
-    schema = log.metadata_at(version).schema_json
-    while version < log.latest_version:
-        commit = log.commit(version + 1)
-        if any(f.data_change for f in commit.files) or commit.change_files or (
-                commit.metadata is not None and log.metadata_at(version + 1).schema_json != schema):
-            break
-        version += 1
-    return version
+def read_window(session: Warehouse, frontier: dict[str, int], identities: dict[str, str],
+                sources: dict[str, SourceVersion]) -> tuple[dict[str, int], dict[str, SourceVersion]]:
+    """The versions a refresh reads each source's changes between: without the commits at either end of
+    ``(frontier, source version]`` that change no row (``dtables.changes.window``), so a compaction of a source
+    (the daemon compacts right after a refresh, users run OPTIMIZE) does not make the read take the whole table as
+    deleted and inserted again. The end is the reader's next frontier: the same contents as the source's version. A
+    source re-created or with another schema since the frontier (``identities``) is left alone: the refresh
+    reports it."""
+    starts, ends = dict(frontier), dict(sources)
+    for name, src in sources.items():
+        old = frontier.get(name)
+        if old is None or old >= src.version or identities.get(name) != src.identity:
+            continue
+        log = DeltaLog(session.spark, src.location, name)
+        starts[name], end = changed_window(log, old, src.version)
+        if end != src.version:
+            ends[name] = describe_version(name, log, end, src.is_dynamic)
+    return starts, ends
 
 
 def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime) -> SourceVersion:
@@ -98,7 +104,7 @@ def resolve_source(session: Warehouse, owner: str, source: str, at: dt.datetime)
             raise SourceMissing(
                 f"dynamic table {owner}: its upstream dynamic table {source} has no successful refresh to data "
                 f"timestamp {at.isoformat()}; refresh it first (ALTER DYNAMIC TABLE {owner} REFRESH does)")
-        return describe_version(source, log, _past_unchanged(log, version), True)
+        return describe_version(source, log, past_unchanged(log, version), True)
     version = version_at(log, at)
     if version is None:
         raise SourceMissing(f"dynamic table {owner}: its source {source} did not exist yet at {at.isoformat()}")

@@ -31,6 +31,7 @@ from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.change_queries import IntervalSources, plan_view
 from dtables.changes.interval import open_log
+from dtables.changes.window import narrowed
 from dtables.changes.reader import row_id_string
 from dtables.changes.scan import table_schema
 from dtables.state.streams import Stream
@@ -40,14 +41,17 @@ SINGDATA_COLUMNS = ("__change_type", "__commit_version", "__commit_timestamp")
 
 
 def intervals(spark: Any, stream: Stream, end: Mapping[str, int]) -> dict[str, ch.Interval]:
-    """The interval of each base table, checked; a history that is gone makes the stream stale."""
+    """The interval of each base table, checked; a history that is gone makes the stream stale. Compactions at
+    either end of it, which change no row, are left out (``dtables.changes.window``): the same changes, read
+    without taking every compacted file as deleted and inserted again. The stream's offset still moves to ``end``."""
     out = {}
     for table, start in stream.frontier.items():
         try:
-            out[table] = ch.resolve_interval(spark, table, at=ch.Bound.version(start),
-                                             end=ch.Bound.version(end[table]))
+            interval = ch.resolve_interval(spark, table, at=ch.Bound.version(start),
+                                           end=ch.Bound.version(end[table]))
         except (ch.HistoryNotRetained, ch.VersionNotFound) as e:
             raise _stale(stream, table, start, str(e)) from e
+        out[table] = narrowed(open_log(spark, interval), interval)
     return out
 
 

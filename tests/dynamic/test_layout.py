@@ -97,6 +97,28 @@ def test_dynamic_tables_checkpoint_their_log_at_the_interval_set(dt: Any) -> Non
     assert_same_rows(table_rows(dt, "often"), oracle_rows(dt, "often"))
 
 
+def test_a_compaction_right_after_the_frontier_is_read_past(dt: Any) -> None:
+    """An OPTIMIZE of a source after its reader's last refresh changes no row: the reader's next change read starts
+    after it (NO_DATA if nothing else happened), instead of taking every compacted file as deleted and every new
+    file as inserted."""
+    dt.sql("CREATE TABLE src (k BIGINT, v INT)")
+    for b in range(3):
+        dt.sql(f"INSERT INTO src SELECT id, CAST(id % 5 AS INT) FROM range({b * 20}, {(b + 1) * 20})")
+    dt.sql("CREATE DYNAMIC TABLE rows_of TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
+           "SELECT k, v FROM src WHERE v > 0")
+    dt.sql("OPTIMIZE src")
+    optimized = dt.spark.sql("DESCRIBE HISTORY src").first()
+    assert optimized["operation"] == "OPTIMIZE"
+    [quiet] = dt.refresh("rows_of")
+    assert quiet.action == "NO_DATA", quiet.reason
+    dt.sql("UPDATE src SET v = 0 WHERE k = 7")
+    dt.sql("OPTIMIZE src")  # compacts the rewritten file with the rest: the reader's next frontier moves past it
+    record = _incremental(dt, "rows_of")
+    assert f"({optimized['version']} -> {optimized['version'] + 1}: +-)" in record.reason, record.reason
+    [quiet] = dt.refresh("rows_of")
+    assert quiet.action == "NO_DATA", quiet.reason
+
+
 @pytest.mark.slow
 def test_clustered_source_optimized_between_refreshes_reads_no_change(dt: Any) -> None:
     dt.sql("CREATE TABLE src (k BIGINT, v INT) CLUSTER BY (k)")
@@ -201,7 +223,8 @@ def test_optimize_between_refreshes_keeps_refreshes_exact_and_idempotent(wide: A
     found = committed_refresh(dt.spark, location, min_sequence=d.refresh_seq)
     assert found is not None and found.version == d.data_version < done.version  # the refresh commit, not OPTIMIZE
     assert optimize(dt, ["w"])[0].version is None  # nothing left to compact: no commit
-    assert dt.refresh("agg")[-1].action == "NO_DATA"  # the OPTIMIZE is no change of w
+    after_optimize = dt.refresh("agg")
+    assert [r.action for r in after_optimize] == ["NO_DATA", "NO_DATA"], [r.reason for r in after_optimize]
     dt.sql("UPDATE base SET v = 7 WHERE id IN (200, 1500); DELETE FROM base WHERE id = 300")
     assert _incremental(dt, "agg").action == "INCREMENTAL"
     assert_same_rows(table_rows(dt, "w"), oracle_rows(dt, "w"))

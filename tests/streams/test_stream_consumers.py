@@ -75,6 +75,30 @@ def test_update_delete_and_ctas_each_consume_once(src: Any) -> None:
     assert _state(dt, "s")[0] == 4  # the refused statement did not consume
 
 
+def test_compactions_around_a_stream_s_changes_are_read_past_and_its_offset_still_moves(src: Any) -> None:
+    """OPTIMIZE before and after the stream's changes (commits that change no row): the stream returns exactly the
+    changes, read from the files the UPDATE touched only, and its consumption moves its offset to the latest
+    version, past the trailing compaction."""
+    dt = src
+    for i in range(3):
+        dt.sql(f"INSERT INTO src VALUES ({i}, 'a'), ({i + 10}, 'b')")
+    dt.sql("CREATE TABLE sink AS SELECT id, v FROM s")  # consumes the inserts
+    dt.sql("OPTIMIZE src")
+    dt.sql("UPDATE src SET v = 'c' WHERE id = 11")
+    dt.sql("OPTIMIZE src")
+    from dtables.state import streams as st
+    from dtables.streams.read import intervals
+
+    [span] = intervals(dt.spark, st.require(dt.store, "default.s"), {"default.src": _latest(dt, "src")}).values()
+    assert (span.start_version, span.end_version) == (_latest(dt, "src") - 2, _latest(dt, "src") - 1)
+    assert_same_rows(_rows(dt, "SELECT id, v, METADATA$ACTION FROM s"), [(11, "b", "DELETE"), (11, "c", "INSERT")])
+    dt.sql("INSERT INTO sink SELECT id, v FROM s WHERE METADATA$ACTION = 'INSERT'")
+    assert _state(dt, "s")[1] == {"default.src": _latest(dt, "src")}
+    assert _rows(dt, "SELECT * FROM s") == []
+    assert_same_rows(_rows(dt, "SELECT id, v FROM sink"), [*((i, "a") for i in range(3)),
+                                                           *((i + 10, "b") for i in range(3)), (11, "c")])
+
+
 def test_error_messages_of_stream_statements(src: Any) -> None:
     dt = src
     dt.sql("CREATE VIEW ranked AS SELECT id, row_number() OVER (ORDER BY id) AS r FROM src")
