@@ -27,6 +27,7 @@ from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
 from dtables.sql.references import aliased_table, replace_table, table_names
 from dtables.sql.views import view_query
 from dtables.state import streams as st
+from dtables.sql.dialect import to_spark
 
 _view_names = itertools.count()
 
@@ -93,7 +94,7 @@ def _evaluate(warehouse: Warehouse, value: exp.Expr, cast: str | None = None) ->
             return dt.datetime.fromisoformat(value.this)
         except ValueError:
             pass
-    text = value.sql(dialect="spark")
+    text = to_spark(value)
     expression = f"CAST({text} AS {cast})" if cast else text
     return warehouse.spark.sql(f"SELECT {expression} AS v").first()[0]
 
@@ -166,7 +167,7 @@ def view_changes(warehouse: Warehouse, name: str, bounds: Bounds, information: s
     except diff.UnsupportedQuery as e:
         raise SqlError(f"cannot compute {information} changes of view {name}: {e}") from e
     query = IntervalSources(warehouse.spark, intervals).changes_query(derivative)
-    return warehouse.spark.sql(query.sql(dialect="spark"))
+    return warehouse.spark.sql(to_spark(query))
 
 
 def _view_intervals(warehouse: Warehouse, view: str, tables: tuple[str, ...], bounds: Bounds) -> dict[str, ch.Interval]:

@@ -21,6 +21,7 @@ from differentiation import KeyFilter, KeyProbe, PruneSite
 from differentiation.sql import alias, call, col, ident
 from differentiation.vocabulary import ACTION, DELETE, INSERT
 from dtables.changes.log import FileAction
+from dtables.sql.dialect import to_spark
 
 MAX_RANGES = 32  # OR-ed ranges Parquet's filters and the file statistics check per key
 MAX_VALUES = 1000  # IN-list values for keys without an order we can measure gaps in
@@ -137,7 +138,7 @@ def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], 
     if not probes:
         return {}
     ordered = list(probes)
-    rows = spark.sql(probe_query(ordered, changes).sql(dialect="spark")).collect()
+    rows = spark.sql(to_spark(probe_query(ordered, changes))).collect()
     found = {}
     for row in rows:
         probe = ordered[row["probe"]]

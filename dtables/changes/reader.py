@@ -71,6 +71,7 @@ from dtables.changes.scan import (
 )
 from dtables.changes.shapes import ChangePlan, FileScan, RowFilter, check_files_retained, plan_changes
 from dtables.changes.storage import join
+from dtables.sql.dialect import to_spark
 
 COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
@@ -91,7 +92,7 @@ class ChangeRead:
 def row_id_string(table_id: str, row_id: exp.Expr) -> Column:
     """The opaque ``METADATA$ROW_ID`` / ``__row_id`` of the row-tracking id ``row_id`` (``commit_sides.row_id_sql``,
     the one definition, as a Column)."""
-    return F.expr(row_id_sql(table_id, row_id).sql("spark"))
+    return F.expr(to_spark(row_id_sql(table_id, row_id)))
 
 
 def _commit_timestamp(plan: ChangePlan, version: Column) -> Column:
@@ -458,7 +459,7 @@ def snapshot(spark: Any, table: str, version: int, *, location: str | None = Non
 
 def _projected(df: DataFrame, projection: list[exp.Expr]) -> DataFrame:
     """``df.select`` of statement expressions: one projection of SQL texts, not a PySpark Column per function."""
-    return df.selectExpr(*[e.sql("spark") for e in projection])
+    return df.selectExpr(*[to_spark(e) for e in projection])
 
 
 def _tracked(log: DeltaLog, table: str, version: int) -> TableMetadata:

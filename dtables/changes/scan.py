@@ -35,6 +35,7 @@ from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
 from dtables.spark.sessions import rows_frame
+from dtables.sql.dialect import to_spark
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
 _ROW_INDEX, _MARK_FILE, _MARK_ROW, _MARK_KEEP = "__row_index", "__mark_file", "__mark_row", "__mark_keep"
@@ -93,7 +94,7 @@ def _scan_direct(
         picked = [(name, row) for name, row, keep in mark_rows if keep]
         if every_file_picked and 0 < len(picked) <= PICKED_AS_LITERALS_MAX:
             # The rows as a filter of literals: a join with them broadcast the rows first, a Spark job each
-            tagged = tagged.where(_picked_rows(picked).sql(dialect="spark"))
+            tagged = tagged.where(to_spark(_picked_rows(picked)))
         elif every_file_picked:
             marks = rows_frame(spark, picked, PICKED_SCHEMA)
             # Joined by row index alone (a key of one long, cheap per row); the file name is compared only for
@@ -171,7 +172,7 @@ def _identified(tagged: DataFrame, metadata: TableMetadata, schema: T.StructType
         exp.alias_(fresh, FRESH, quoted=True),
         *[column(c) for c in extra],
     ]
-    return tagged.selectExpr(*[e.sql("spark") for e in projection])
+    return tagged.selectExpr(*[to_spark(e) for e in projection])
 
 
 def _direct_read(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType,

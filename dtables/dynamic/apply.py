@@ -42,6 +42,7 @@ from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
 from dtables.spark.observations import counting, observed
 from dtables.spark.tiny_plans import known_rows, one_job
+from dtables.sql.dialect import to_spark
 
 METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
@@ -117,14 +118,14 @@ def register_state(clone: Any, location: str, version: int, action: RefreshActio
 def _texts(expressions: Iterable[exp.Expr]) -> list[str]:
     """Spark SQL texts of ``expressions``, for ``selectExpr`` and ``F.expr``: one py4j call for a whole projection,
     where a ``Column`` costs a round trip per function and each function a lookup of its class (dtables.spark.jvm)."""
-    return [e.sql(dialect="spark") for e in expressions]
+    return [to_spark(e) for e in expressions]
 
 
 def _sql(clone: Any, query: exp.Expr) -> Any:
     """``query`` run on ``clone``: printed without the copy sqlglot makes to print safely (its printer may rewrite
     the tree it prints), a copy of a change plan's whole tree per statement; every caller builds ``query`` for
     this one statement."""
-    return clone.sql(query.sql(dialect="spark", copy=False))
+    return clone.sql(to_spark(query, copy=False))
 
 
 def _wrapped(query: exp.Select, *items: exp.Expr) -> exp.Select:
@@ -373,17 +374,17 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
     ids = source.selectExpr(*_texts([alias(col("__dt_rid"), "__dt_mid"), alias(col("__dt_delete"), "__dt_mdel")]))
-    on_id = exp.EQ(this=col(ROW_ID_COLUMN), expression=col("__dt_mid")).sql(dialect="spark")
+    on_id = to_spark(exp.EQ(this=col(ROW_ID_COLUMN), expression=col("__dt_mid")))
     probed = old.join(F.broadcast(ids), F.expr(on_id), "left_outer")
     matched, deleting = exp.Not(this=exp.Is(this=col("__dt_mid"), expression=exp.null())), col("__dt_mdel")
     on_old = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     probed = probed.observe(on_old, _count(exp.and_(matched, deleting), "deleted"),
                             _count(exp.and_(matched, exp.not_(deleting)), "updated"))
-    new = source.where(exp.not_(col("__dt_delete")).sql(dialect="spark"))
+    new = source.where(to_spark(exp.not_(col("__dt_delete"))))
     on_new = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     new = new.observe(on_new, _count(exp.true(), "written"))
     columns = _texts(col(c) for c in old.columns)
-    rows = probed.where(exp.not_(matched).sql(dialect="spark")).selectExpr(*columns).unionByName(
+    rows = probed.where(to_spark(exp.not_(matched))).selectExpr(*columns).unionByName(
         new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN)]))
         .selectExpr(*columns))
     _replace_all(rows, location, direct)
@@ -426,7 +427,7 @@ def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Col
                           _count(exp.and_(was, now, exp.not_(deleting)), "updated"),
                           _count(exp.and_(exp.not_(was), now, exp.not_(deleting)), "inserted"),
                           _count(now, "changes"))
-    return (flags.where(exp.not_(deleting).sql(dialect="spark")).selectExpr(*_texts(col(c) for c in old.columns)),
+    return (flags.where(to_spark(exp.not_(deleting))).selectExpr(*_texts(col(c) for c in old.columns)),
             observation)
 
 
@@ -441,7 +442,7 @@ def _count(condition: exp.Expr, name: str) -> Any:
     """The rows where ``condition`` holds, as an observed metric."""
     counted = exp.Sum(this=exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))],
                                     default=exp.Literal.number(0)))
-    return F.expr(alias(counted, name).sql(dialect="spark"))
+    return F.expr(to_spark(alias(counted, name)))
 
 
 def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None) -> None:

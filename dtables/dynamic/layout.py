@@ -27,6 +27,7 @@ from differentiation.sql import col, string
 from dtables.changes.keys import MAX_RANGES, merged_ranges
 from dtables.dynamic.definition import ROW_ID_COLUMN
 from dtables.dynamic.errors import DynamicTableError
+from dtables.sql.dialect import to_spark
 
 MERGE_PRUNING = "spark.dtables.refresh.mergePruning"  # false: MERGE on the row id alone (to compare)
 ROW_ID_RANGES = "spark.dtables.refresh.rowIdRanges"  # files an overwrite writes (default: as Spark partitions)
@@ -93,7 +94,7 @@ def merge_pruning(clone: Any, location: str, source: Any, rid: str,
         return None, entry
     ranges = row_id_ranges(ids)
     condition = ranges_condition(col(ROW_ID_COLUMN), ranges)
-    kept = len(target.where(condition.sql(dialect="spark")).inputFiles())
+    kept = len(target.where(to_spark(condition)).inputFiles())
     if kept >= total:
         return None, entry
     entry.update(keys=[f"{ROW_ID_COLUMN}: {len(ranges)} range(s) of {len(ids)} id(s)"], files=kept)

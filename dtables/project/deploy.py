@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import differentiation as diff
+from dtables.catalog import quote
 from dtables.dynamic import definition as defs
 from dtables.dynamic.definition import qualify_sources, query_sql
 from dtables.dynamic.measure import estimate_next
@@ -119,12 +120,12 @@ def _carry_out(session: Any, project: Project, change: PlannedChange) -> None:
                 _seed(session, spec.name, spec.seed)
             except Exception:
                 # unseeded, the table would be UNCHANGED on the next apply and never get its first rows
-                session.sql(f"DROP TABLE IF EXISTS {spec.name}")
+                session.sql(f"DROP TABLE IF EXISTS {quote(spec.name)}")
                 raise
     elif change.kind == "dynamic table" and change.status in (NEW, CHANGED):
         session.sql(project.dynamic_table(change.name).create_statement())
     elif change.kind == "dynamic table" and change.status == REMOVED:
-        session.sql(f"DROP DYNAMIC TABLE IF EXISTS {change.name}")
+        session.sql(f"DROP DYNAMIC TABLE IF EXISTS {quote(change.name)}")
     elif change.kind == "stream":
         session.sql(next(s.statement for s in project.streams if s.name == change.name))
 

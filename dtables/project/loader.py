@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dtables.catalog import normalize, qualified
+from dtables.catalog import normalize, qualified, quote
 from dtables.project.config import (
     Initialize,
     ProjectConfig,
@@ -96,7 +96,7 @@ class DynamicTableSpec:
     def create_statement(self) -> str:
         comment = f" COMMENT = {to_spark(exp.Literal.string(self.comment))}" if self.comment else ""
         lag = "DOWNSTREAM" if self.target_lag.upper() == "DOWNSTREAM" else to_spark(exp.Literal.string(self.target_lag))
-        return (f"CREATE OR REPLACE DYNAMIC TABLE {self.name} TARGET_LAG = {lag} REFRESH_MODE = "
+        return (f"CREATE OR REPLACE DYNAMIC TABLE {quote(self.name)} TARGET_LAG = {lag} REFRESH_MODE = "
                 f"{self.refresh_mode} INITIALIZE = {self.initialize}{comment} AS\n{self.query}")
 
 

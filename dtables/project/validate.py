@@ -18,7 +18,7 @@ from dtables.catalog import normalize, qualified
 from dtables.project.config import ProjectError, format_problems
 from dtables.project.loader import DynamicTableSpec, Project, load_project
 from dtables.sql.chains import shallow
-from dtables.sql.dialect import parse_one
+from dtables.sql.dialect import parse_one, to_spark
 from scheduler import SchedulerError
 
 Schema = dict[str, dict[str, str]]
@@ -30,7 +30,7 @@ def _source_schema(project: Project) -> tuple[Schema, set[str]]:
     for source in project.sources:
         tree = parse_one(source.statement)
         if isinstance(tree.this, exp.Schema):
-            schema[source.name] = {c.name: c.args["kind"].sql(dialect="spark") if c.args.get("kind") else "string"
+            schema[source.name] = {c.name: to_spark(c.args["kind"]) if c.args.get("kind") else "string"
                                    for c in tree.this.expressions if isinstance(c, exp.ColumnDef)}
         else:
             opaque.add(source.name)
@@ -79,7 +79,7 @@ def output_columns(model: DynamicTableSpec, schema: Schema, opaque: set[str]) ->
         name = select.alias_or_name
         if name in columns:
             raise ProjectError(f"{model.path}:{_line_of(model, name)}: column {name} appears twice in the output")
-        dtype = select.type.sql(dialect="spark") if select.type else "string"
+        dtype = to_spark(select.type) if select.type else "string"
         columns[name] = "string" if dtype.upper() in ("UNKNOWN", "NULL") else dtype
     return columns
 

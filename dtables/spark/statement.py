@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dtables.sql.dialect import to_spark
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ def run_statement(spark: Any, query: exp.Query, frames: Mapping[str, DataFrame])
     # PySpark formats the text with str.format: braces of the statement's own (in a literal) are doubled, and each
     # frame's name becomes the placeholder PySpark replaces by the view (or relation) it binds.
     if not frames:
-        return spark.sql(query.sql(dialect="spark"))
-    text = query.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
+        return spark.sql(to_spark(query))
+    text = to_spark(query).replace("{", "{{").replace("}", "}}")
     text = re.sub("|".join(re.escape(name) for name in frames), lambda m: "{" + m.group(0) + "}", text)
     return spark.sql(text, **frames)

@@ -54,9 +54,26 @@ def _set_change_tracking_sql(gen: SparkGenerator, expression: SetChangeTracking)
     return f"ALTER TABLE {gen.sql(expression, 'this')} SET CHANGE_TRACKING = {value}"
 
 
+# Names users gave (tables, columns, aliases) reach generated SQL as they were written, unquoted; these words get
+# quoted. First Spark's: its reserved words (``SELECT keyword FROM sql_keywords() WHERE reserved`` with ANSI mode
+# on), its strict non-reserved words (never a table alias, even with ANSI off: ``(...) AS full`` is a syntax error)
+# and TRUE (a literal unless quoted). Then sqlglot's: words its parser does not take back as a name, since dtables
+# re-parses the SQL it generates (tests/dynamic/test_reserved_names.py checks both lists against the running code).
+QUOTED_WORDS = frozenset("""
+    all and anti any as authorization both call case cast check collate collation collations column constraint create
+    cross current_date current_path current_schema current_time current_timestamp current_user distinct else end
+    escape except execute false fetch filter for foreign from full grant group having in inner intersect into is join
+    lateral leading left minus natural not null offset on only or order outer overlaps primary recursive references
+    right select semi session_user setminus some sql table then time to trailing true union unique unknown user using
+    when where with within
+    alter between drop glob ilike insert like notnull partitioned_by qualify regexp returning revoke rlike rollback
+    serdeproperties tablesample uncache values xor""".split())
+
+
 class DtablesGenerator(SparkGenerator):
     # dtables statements render back to their own syntax (for messages and EXPLAIN); Spark never sees them.
     TRANSFORMS = {**SparkGenerator.TRANSFORMS, SetChangeTracking: _set_change_tracking_sql}
+    RESERVED_KEYWORDS = set(QUOTED_WORDS)
 
     def identifier_sql(self, expression: exp.Identifier) -> str:
         if "$" in expression.name and not expression.quoted:
@@ -78,9 +95,10 @@ def parse_one(sql: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read=Dtables)
 
 
-def to_spark(expression: exp.Expr) -> str:
-    """Spark SQL text for an expression tree (``$`` identifiers quoted)."""
-    return expression.sql(dialect=Dtables)
+def to_spark(expression: exp.Expr, copy: bool = True) -> str:
+    """Spark SQL text for an expression tree (``$`` identifiers and reserved words quoted); ``copy=False`` saves
+    sqlglot's copy of the tree (its printer may rewrite what it prints) where the caller built it to print once."""
+    return expression.sql(dialect=Dtables, copy=copy)
 
 
 def split_statements(text: str) -> list[str]:
@@ -106,4 +124,5 @@ def parse(statement: str) -> exp.Expr | None:
         return None
 
 
-__all__ = ["Dtables", "DtablesParser", "DTABLES_STATEMENTS", "parse", "parse_one", "split_statements", "to_spark"]
+__all__ = ["Dtables", "DtablesParser", "DTABLES_STATEMENTS", "QUOTED_WORDS", "parse", "parse_one", "split_statements",
+           "to_spark"]

@@ -36,6 +36,7 @@ from dtables.changes.reader import row_id_string
 from dtables.changes.scan import table_schema
 from dtables.state.streams import Stream
 from dtables.streams.errors import StreamError, StreamStale
+from dtables.sql.dialect import to_spark
 
 SINGDATA_COLUMNS = ("__change_type", "__commit_version", "__commit_timestamp")
 
@@ -113,7 +114,7 @@ def _view_changes(scope: Warehouse, stream: Stream, spans: dict[str, ch.Interval
     plan = plan_view(scope, stream.source)  # type: ignore[arg-type]
     sources = IntervalSources(scope.spark, spans)
     if stream.show_initial_rows and stream.mode == ChangeFormat.DEFAULT:
-        snap = scope.spark.sql(diff.snapshot_query(plan, sources, "end").sql(dialect="spark"))
+        snap = scope.spark.sql(to_spark(diff.snapshot_query(plan, sources, "end")))
         return snap.select(*(F.col(quote_column(c)) for c in plan.columns()), F.lit(INSERT).alias(ch.ACTION),
                            F.lit(False).alias(ch.ISUPDATE), F.col(ch.DELTA_ROW_ID).alias(ch.ROW_ID))
     if stream.show_initial_rows:
@@ -124,7 +125,7 @@ def _view_changes(scope: Warehouse, stream: Stream, spans: dict[str, ch.Interval
                                         constraints=KeyStore(scope.store).relied_on(list(plan.base_tables())))
     except diff.UnsupportedQuery as e:
         raise StreamError(f"stream {stream.name}: cannot compute the changes of view {stream.source}: {e}") from e
-    return scope.spark.sql(sources.changes_query(derivative).sql(dialect="spark"))
+    return scope.spark.sql(to_spark(sources.changes_query(derivative)))
 
 
 def _singdata_columns(spark: Any, stream: Stream, spans: dict[str, ch.Interval], df: DataFrame) -> DataFrame:
