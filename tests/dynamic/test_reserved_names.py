@@ -6,6 +6,8 @@ SQL from the names users gave; a reserved word left unquoted there is a Spark sy
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -22,6 +24,15 @@ def test_generated_sql_quotes_reserved_words_and_nothing_else() -> None:
     tree = parse_one("SELECT `full`.`order`, t.a FROM `full` JOIN t ON `full`.`group` = t.a")
     text = to_spark(tree)
     assert "`full`.`order`" in text and "JOIN t ON `full`.`group` = t.a" in text, text
+
+
+def test_no_module_prints_sql_with_sqlglots_plain_spark_dialect() -> None:
+    """``.sql(dialect="spark")`` leaves reserved words unquoted; Spark-bound text is printed with ``to_spark``."""
+    root = Path(__file__).parents[2] / "dtables"
+    plain = re.compile(r"""\.sql\((dialect=)?["']spark["']""")
+    found = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if plain.search(line)]
+    assert found == [], found
 
 
 def test_every_keyword_of_the_parser_prints_as_a_name_it_parses_back() -> None:
