@@ -22,7 +22,9 @@ from dtables import changes as ch
 from dtables.catalog import TABLE_KINDS, normalize, qualified
 from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
+from dtables.changes.interval import open_log
 from dtables.changes.sources import IntervalSources, differentiation_stats
+from dtables.changes.window import narrowed
 from dtables.errors import ChangeTrackingError, SqlError, UsageTypeError
 from dtables.sql.references import aliased_table, replace_table, table_names
 from dtables.sql.views import view_query
@@ -128,9 +130,16 @@ def changes_of(warehouse: Warehouse, name: str, bounds: Bounds, information: str
     if obj is not None and obj["kind"] == "VIEW":
         return view_changes(warehouse, name, bounds, information)
     warehouse.catalog.ensure_registered([name])
-    interval = ch.resolve_interval(warehouse.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
-                                   end=bounds.end)
+    interval = _interval(warehouse, _spark_name(name, obj), bounds)
     return ch.read_changes(warehouse.spark, interval, information).df
+
+
+def _interval(warehouse: Warehouse, table: str, bounds: Bounds, now: dt.datetime | None = None) -> ch.Interval:
+    """The interval ``bounds`` name on ``table``, without the commits at either end that change no row (a
+    compaction right after the start or right before the end, ``dtables.changes.window``): the same changes, without
+    reading every file the compaction rewrote as deleted and inserted again."""
+    interval = ch.resolve_interval(warehouse.spark, table, at=bounds.at, before=bounds.before, end=bounds.end, now=now)
+    return narrowed(open_log(warehouse.spark, interval), interval)
 
 
 def _spark_name(name: str, obj: Mapping[str, Any] | None) -> str:
@@ -177,8 +186,7 @@ def _view_intervals(warehouse: Warehouse, view: str, tables: tuple[str, ...], bo
             f"CHANGES on view {view} reads {len(tables)} tables ({', '.join(tables)}), so a VERSION bound is "
             "ambiguous; use TIMESTAMP or OFFSET bounds")
     now = dt.datetime.now(dt.timezone.utc)
-    return {t: ch.resolve_interval(warehouse.spark, t, at=bounds.at, before=bounds.before, end=bounds.end, now=now)
-            for t in tables}
+    return {t: _interval(warehouse, t, bounds, now) for t in tables}
 
 
 def explain_view_changes(warehouse: Warehouse, name: str, information: str = ChangeFormat.DEFAULT) -> str:
@@ -223,8 +231,7 @@ def explain_changes_clause(warehouse: Warehouse, tree: exp.Expr, statement: str)
             continue
         warehouse.catalog.ensure_registered([name])
         bounds = bounds_of(warehouse, clause, statement)
-        interval = ch.resolve_interval(warehouse.spark, _spark_name(name, obj), at=bounds.at, before=bounds.before,
-                                       end=bounds.end)
+        interval = _interval(warehouse, _spark_name(name, obj), bounds)
         plan = ch.explain_changes(warehouse.spark, interval, info)
         lines.append(f"CHANGES of {interval} ({info}):\n{plan.to_text()}")
     return "\n".join(lines)

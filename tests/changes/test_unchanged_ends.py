@@ -50,3 +50,20 @@ def test_compactions_at_either_end_are_read_past_and_the_changes_stay_the_same(d
     expected = [(4, 0, "DELETE"), (4, 9, "INSERT"), (100, 1, "INSERT")]
     assert_same_rows(_rows(ch.read_changes(dt.spark, narrow).df), expected)
     assert_same_rows(_rows(ch.read_changes(dt.spark, whole).df), expected)
+
+
+def test_a_users_changes_query_reads_past_a_compaction_at_its_start(dt: Any) -> None:
+    dt.sql("CREATE TABLE u (k BIGINT, v INT); CREATE VIEW uv AS SELECT k, v FROM u WHERE v > 0")
+    for b in range(3):
+        dt.sql(f"INSERT INTO u SELECT id, CAST(id % 4 AS INT) FROM range({b * 10}, {(b + 1) * 10})")
+    start = _version(dt, "u")
+    dt.sql("OPTIMIZE u")
+    dt.sql("UPDATE u SET v = 9 WHERE k = 5")
+    end = _version(dt, "u")
+    clause = f"CHANGES(INFORMATION => DEFAULT) AT(VERSION => {start})"
+    text = dt.sql(f"EXPLAIN SELECT * FROM u {clause}").first()[0]
+    assert f"default.u ({start + 1}, {end}]" in text, text  # the compaction at the start is not read
+    expected = [(5, 1, "DELETE"), (5, 9, "INSERT")]
+    assert_same_rows(_rows(dt.sql(f"SELECT * FROM u {clause}")), expected)
+    assert_same_rows(_rows(dt.sql(f"SELECT * FROM uv {clause}")), expected)
+    assert _rows(dt.sql(f"SELECT * FROM u {clause} END(VERSION => {start + 1})")) == []
