@@ -271,7 +271,8 @@ def alter(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     if action in ("SUSPEND", "RESUME"):
         state = SchedulingState.SUSPENDED if action == "SUSPEND" else SchedulingState.ACTIVE
         defs.set_fields(session.store, name, state=state)
-        return session.spark.createDataFrame([(f"dynamic table {name} {action.lower()}d",)], "status string")
+        done = "suspended" if action == "SUSPEND" else "resumed"
+        return session.spark.createDataFrame([(f"dynamic table {name} {done}",)], "status string")
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:

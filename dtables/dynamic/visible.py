@@ -56,8 +56,10 @@ def describe_visible(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     return described.where(~described["col_name"].startswith(STATE_PREFIX))
 
 
-def hide_state_columns(session: Warehouse, tree: exp.Expr) -> exp.Expr | None:
-    """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none."""
+def hide_state_columns(session: Warehouse, tree: exp.Expr, by_name: bool = False) -> exp.Expr | None:
+    """A copy of ``tree`` whose reads of dynamic tables see their visible columns only; None when it reads none.
+    ``by_name`` reads them by their names rather than their locations: for a view's query, which Spark keeps and
+    expands itself (a view of ``SELECT *`` over a dynamic table would otherwise show the hidden columns)."""
     tree = tree.copy()
     written = _written(tree)
     changed = False
@@ -69,7 +71,9 @@ def hide_state_columns(session: Warehouse, tree: exp.Expr) -> exp.Expr | None:
         d = defs.load(session.store, name) if obj is not None and obj["kind"] == "DYNAMIC_TABLE" else None
         if d is None or obj is None:
             continue
-        inner = exp.Table(this=exp.to_identifier(obj["location"], quoted=True), db=exp.to_identifier("delta"))
+        db, short = name.split(".")
+        inner = exp.Table(this=exp.to_identifier(short), db=exp.to_identifier(db)) if by_name else \
+            exp.Table(this=exp.to_identifier(obj["location"], quoted=True), db=exp.to_identifier("delta"))
         if table.args.get("version") is not None:
             inner.set("version", table.args["version"].copy())
         select = exp.select(*(exp.column(c.name, quoted=True) for c in d.columns)).from_(inner)

@@ -233,6 +233,9 @@ def _create_view(warehouse: Warehouse, tree: exp.Create, statement: str) -> Any:
         spark_names = warehouse.spark.sql(to_spark(tree.expression)).columns  # analysis only
         tree.set("expression", name_outputs(tree.expression, spark_names, spark_names, "view"))
         statement = to_spark(tree)
+    visible = hide_state_columns(warehouse, tree, by_name=True)  # kept so: later sessions register it as it is
+    if isinstance(visible, exp.Create):
+        tree, statement = visible, to_spark(visible)
     result = warehouse.spark.sql(statement)
     if not temporary:
         definition = tree.copy()
