@@ -72,3 +72,20 @@ def test_sql_refuses_the_target_lags_project_files_refuse(dt, lag):
 
     with pytest.raises(DynamicTableError, match="invalid TARGET_LAG"):
         dt.sql(f"CREATE DYNAMIC TABLE d TARGET_LAG = '{lag}' AS SELECT 1 AS x")
+
+
+def test_a_stored_query_printed_before_reserved_words_were_quoted_is_unchanged(spark, tmp_path):
+    from dtables.dynamic import definition as defs
+
+    folder = _project(tmp_path / "p", "SELECT s AS `user`, s AS `time` FROM {{ ref('src') }}\n")
+    session, project, plan = _plan(spark, folder)
+    apply_plan(session, project, plan)
+    stored = defs.require(session.store, "default.b").query
+    assert "`user`" in stored and "`time`" in stored, stored
+    # as a version that left reserved words unquoted stored it: the same query, not a change that recomputes b
+    defs.set_fields(session.store, "default.b", query=stored.replace("`user`", "user").replace("`time`", "time"))
+    session, project, plan = _plan(spark, folder)
+    assert {c.name: c.status for c in plan}["default.b"] == UNCHANGED
+    (folder / "models" / "b.sql").write_text("SELECT s AS `user` FROM {{ ref('src') }}\n")
+    session, project, plan = _plan(spark, folder)
+    assert {c.name: c.status for c in plan}["default.b"] == "CHANGED"
