@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from dtables.changes.deletion_vectors import DeletionVectorDescriptor
 from dtables.changes.errors import HistoryNotRetained, VersionNotFound
-from dtables.changes.storage import Storage
+from dtables.changes.storage import FileEntry, Storage
 
 LOG_DIR = "_delta_log"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -158,10 +158,15 @@ class DeltaLog:
         self._files: dict[int, tuple[FileAction, ...] | None] = {}
 
     @cached_property
+    def _entries(self) -> list[FileEntry]:
+        """The log folder, listed once (a listing is a request per page on an object store)."""
+        return self._storage.list_dir(LOG_DIR)
+
+    @cached_property
     def _listing(self) -> dict[int, int]:
         """Commit version -> commit file modification time (ms), for every JSON commit still in the log."""
         versions: dict[int, int] = {}
-        for entry in self._storage.list_dir(LOG_DIR):
+        for entry in self._entries:
             m = _COMMIT_FILE.match(entry.name)
             if m:
                 versions[int(m.group(1))] = entry.mtime_ms
@@ -170,7 +175,7 @@ class DeltaLog:
     @cached_property
     def _checkpoints(self) -> dict[int, list[str]]:
         found: dict[int, list[str]] = {}
-        for entry in self._storage.list_dir(LOG_DIR):
+        for entry in self._entries:
             m = _CHECKPOINT_FILE.match(entry.name)
             if m:
                 found.setdefault(int(m.group(1)), []).append(entry.name)
