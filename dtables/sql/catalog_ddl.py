@@ -30,8 +30,9 @@ from dtables.catalog import DEFAULT_DB, constraints, normalize, quote
 from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.dynamic import definition as defs
+from dtables.dynamic.visible import hide_state_columns
 from dtables.errors import ObjectNotFound, SqlError
-from dtables.sql.dialect import Dtables, parse_one, to_spark
+from dtables.sql.dialect import Dtables, parse, parse_one, to_spark
 from dtables.sql.spark_errors import short_statement
 from dtables.state import streams as stream_store
 
@@ -221,6 +222,10 @@ def _view(warehouse: Warehouse, obj: dict[str, Any], st: CatalogStatement, state
                 f"cannot change the query of view {name}: streams {', '.join(readers)} hold frontiers on the tables "
                 "it reads now; drop them first (and create them again after)"))
     warehouse.catalog.ensure_registered([name])
+    if st.action == VIEW_QUERY:  # the new query reads dynamic tables' visible columns only, as CREATE VIEW's does
+        tree = parse(statement)
+        visible = hide_state_columns(warehouse, tree, by_name=True) if tree is not None else None
+        statement = statement if visible is None else to_spark(visible)
     result = warehouse.spark.sql(statement)  # Spark refuses what does not apply to a view (e.g. COMMENT ON TABLE)
     try:
         warehouse.catalog.record_view(name, _view_definition(warehouse, name))

@@ -184,6 +184,8 @@ def test_a_view_over_a_dynamic_table_shows_its_columns_only(shop: Any, connect: 
     assert record["action"] == "INCREMENTAL", record
     assert_same_rows([tuple(r) for r in shop.sql("SELECT * FROM joined").collect()],
                      [(1, 20.0, "eu"), (2, 21.5, "us")])
+    shop.sql("CREATE VIEW altered AS SELECT 1 AS one; ALTER VIEW altered AS SELECT * FROM totals")
+    assert connect().sql("SELECT * FROM altered").columns == ["cust", "total"]
     changes = shop.sql("SELECT * FROM on_view")
     assert changes.columns[:2] == ["cust", "total"] and not [c for c in changes.columns if c.startswith("__dtables")]
     # net of what the refresh's rewrite of the whole (small) table also reports of unchanged rows: deleted and
