@@ -19,7 +19,7 @@ from sqlglot import exp
 import differentiation as diff
 from differentiation.vocabulary import ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import TABLE_KINDS, normalize, qualified
+from dtables.catalog import TABLE_KINDS, normalize, qualified, without_state_columns
 from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.changes.interval import open_log
@@ -131,7 +131,8 @@ def changes_of(warehouse: Warehouse, name: str, bounds: Bounds, information: str
         return view_changes(warehouse, name, bounds, information)
     warehouse.catalog.ensure_registered([name])
     interval = _interval(warehouse, _spark_name(name, obj), bounds)
-    return ch.read_changes(warehouse.spark, interval, information).df
+    df = ch.read_changes(warehouse.spark, interval, information).df
+    return without_state_columns(df) if obj is not None and obj["kind"] == "DYNAMIC_TABLE" else df
 
 
 def _interval(warehouse: Warehouse, table: str, bounds: Bounds, now: dt.datetime | None = None) -> ch.Interval:

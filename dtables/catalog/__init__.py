@@ -19,6 +19,15 @@ from dtables.state import StateStore
 
 # Kinds of catalog objects stored as Delta tables (the rest, VIEW, are re-created from their definition).
 TABLE_KINDS = ("TABLE", "DYNAMIC_TABLE")
+# Every column a dynamic table stores for dtables' own use starts with this prefix (the row id, and the aggregate
+# state of tables maintained as old + ΣΔ); users never see them and may not name a column so.
+STATE_PREFIX = "__dtables_"
+
+
+def without_state_columns(df: Any) -> Any:
+    """A dynamic table's rows, or a change read of them, as users see them: without the ``STATE_PREFIX`` columns."""
+    hidden = [c for c in df.columns if c.startswith(STATE_PREFIX)]
+    return df.drop(*hidden) if hidden else df
 
 # Table properties that turn on change tracking: Change Data Feed, and row tracking for stable row ids.
 CHANGE_TRACKING_PROPERTIES = {
@@ -156,5 +165,6 @@ class Catalog:
         self._registered.clear()
 
 
-__all__ = ["CHANGE_TRACKING_PROPERTIES", "DEFAULT_DB", "DELETION_VECTORS_SETTING", "TABLE_KINDS", "Catalog",
-           "new_table_properties", "normalize", "qualified", "quote", "quote_column", "set_change_tracking"]
+__all__ = ["CHANGE_TRACKING_PROPERTIES", "DEFAULT_DB", "DELETION_VECTORS_SETTING", "STATE_PREFIX", "TABLE_KINDS",
+           "Catalog", "new_table_properties", "normalize", "qualified", "quote", "quote_column", "set_change_tracking",
+           "without_state_columns"]

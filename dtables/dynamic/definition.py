@@ -26,9 +26,6 @@ from dtables.state import StateStore
 # The hidden column holding each result row's identity (differentiation's __row_id / METADATA$ROW_ID). MERGEs
 # match on it, so deleting one copy of a duplicated row deletes exactly that copy.
 ROW_ID_COLUMN = "__dtables_row_id"
-# Every column a dynamic table stores for dtables' own use starts with this prefix (the row id, and the aggregate
-# state of tables maintained as old + ΣΔ); users never see them and may not name a column so.
-STATE_PREFIX = "__dtables_"
 
 
 def now_utc() -> dt.datetime:

@@ -19,7 +19,7 @@ from dtables.changes.log import DeltaLog
 from dtables.changes.window import changed_window, past_unchanged
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.definition import STATE_PREFIX
+from dtables.catalog import STATE_PREFIX
 from dtables.dynamic.errors import DynamicTableError
 
 

@@ -18,7 +18,8 @@ from differentiation.join_order import REORDERED, reordered
 from differentiation.plan import Node
 from differentiation.rules.aggregate_algebraic import state_aggregate, with_state_columns
 from differentiation.vocabulary import Shape
-from dtables.dynamic.definition import STATE_PREFIX, Definition
+from dtables.catalog import STATE_PREFIX
+from dtables.dynamic.definition import Definition
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion
 from dtables.dynamic.vocabulary import Action, Write

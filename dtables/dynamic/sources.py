@@ -13,7 +13,7 @@ from differentiation.vocabulary import ROW_ID
 from dtables.catalog import qualified, quote_column
 from dtables.changes import Interval, snapshot
 from dtables.changes.sources import IntervalSources
-from dtables.dynamic.definition import STATE_PREFIX
+from dtables.catalog import STATE_PREFIX
 from dtables.dynamic.frontier import SourceVersion
 from dtables.dynamic.plan import STATE_VIEW
 from dtables.sql.dialect import parse_one, to_spark

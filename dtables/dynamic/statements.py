@@ -13,10 +13,10 @@ from differentiation.output import explain as explain_plan
 from differentiation.plan import Join
 
 from dtables.changes.log import DeltaLog
-from dtables.catalog import new_table_properties, normalize, qualified, quote, quote_column
+from dtables.catalog import STATE_PREFIX, new_table_properties, normalize, qualified, quote, quote_column
 from dtables.dynamic import definition as defs
 from dtables.dynamic import history
-from dtables.dynamic.definition import ROW_ID_COLUMN, STATE_PREFIX, Column, Definition, to_iso
+from dtables.dynamic.definition import ROW_ID_COLUMN, Column, Definition, to_iso
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
 from dtables.dynamic.frontier import SourceMissing, describe_version

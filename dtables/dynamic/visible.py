@@ -9,22 +9,16 @@ to a table keep their target as written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from sqlglot import exp
 
-from dtables.catalog import normalize, qualified
+from dtables.catalog import STATE_PREFIX, normalize, qualified
 from dtables.catalog.warehouse import Warehouse
 from dtables.dynamic import definition as defs
-from dtables.dynamic.definition import STATE_PREFIX
 from dtables.sql.references import replace_table
 
 _WRITES = (exp.Insert, exp.Merge, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter)
-
-
-def visible_columns(names: Iterable[str]) -> list[str]:
-    return [n for n in names if not n.startswith(STATE_PREFIX)]
 
 
 def _written(tree: exp.Expr) -> set[int]:

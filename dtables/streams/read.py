@@ -26,7 +26,7 @@ from sqlglot import exp
 import differentiation as diff
 from differentiation.vocabulary import DELETE, INSERT, ChangeFormat
 from dtables import changes as ch
-from dtables.catalog import quote_column
+from dtables.catalog import quote_column, without_state_columns
 from dtables.catalog.constraints import KeyStore
 from dtables.catalog.warehouse import Warehouse
 from dtables.change_queries import IntervalSources, plan_view
@@ -76,6 +76,8 @@ def stream_changes(scope: Warehouse, stream: Stream, end: Mapping[str, int]) -> 
     except ch.HistoryNotRetained as e:
         table = next(iter(spans))
         raise _stale(stream, table, stream.frontier[table], str(e)) from e
+    if stream.source_kind == "DYNAMIC TABLE":
+        df = without_state_columns(df)
     if stream.flavor == "SINGDATA":
         df = _singdata_columns(scope.spark, stream, spans, df)
     return df
