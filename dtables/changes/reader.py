@@ -542,6 +542,24 @@ def table_at(spark: Any, location: str, version: int) -> DataFrame:
     return without_marked_rows(spark, location, raw, files)
 
 
+def identified_table_at(spark: Any, location: str, version: int) -> DataFrame | None:
+    """The table's columns at ``version`` with each row's row-tracking identity (``__rid``, ``__rcv``), read from the
+    data files its checksum lists; None where that read is not exact (no checksum, row tracking off, partitions,
+    column mapping, deletion vectors, files without row ids). A writer that replaces the table's files keeps these
+    for the rows it copies (``dtables.dynamic.overwrite``), as Delta's UPDATE and MERGE do."""
+    log = DeltaLog(spark, location)
+    meta = log.metadata_at(version)
+    files = log.files_at(version)
+    if (files is None or not meta.row_tracking or meta.partition_columns or meta.column_mapping != "none"
+            or any(f.deletion_vector is not None or f.base_row_id is None for f in files)):
+        return None
+    columns = [quote_column(f.name) for f in table_schema(meta).fields]
+    if not files:
+        return spark.createDataFrame([], T.StructType([*table_schema(meta).fields, T.StructField(RID, T.LongType()),
+                                                       T.StructField(RCV, T.LongType())]))
+    return scan_files(spark, location, meta, FileScan(files, version, True)).select(*columns, RID, RCV)
+
+
 def change_data_files(spark: Any) -> bool:
     """Whether the engine's change reads may take deletes and update preimages from Delta's change data files
     (``spark.dtables.changeDataFiles``, on by default; off reads the removed data files, e.g. to compare)."""

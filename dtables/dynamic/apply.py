@@ -33,7 +33,8 @@ from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA
 from dtables.catalog import quote_column
 from dtables.changes.idempotent import TXN_APP_ID, TXN_VERSION, USER_METADATA, logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
-from dtables.changes.reader import table_at
+from dtables.changes.reader import identified_table_at, table_at
+from dtables.changes.scan import RCV, RID
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
 from dtables.dynamic import layout, overwrite
@@ -48,6 +49,9 @@ METADATA_KEY = "dtables_refresh"
 MERGE_SOURCE_VIEW = "__dt_merge_source"  # the consolidated change set a MERGE reads (in the refresh's own session)
 REWRITE_OLD_VIEW = "__dt_rewrite_old"  # a REWRITE's old rows, joined with its change set (same session)
 REWRITE_SOURCE_VIEW = "__dt_rewrite_source"  # a REWRITE's change set once computed (same session)
+# A REWRITE's old rows' row-tracking identity, kept through the overwrite (``_old_rows``); named in the hidden
+# prefix that no user column may take
+_OLD_ID, _OLD_VERSION = "__dtables_old_rid", "__dtables_old_rcv"
 
 
 @dataclass(frozen=True)
@@ -345,16 +349,16 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     A table under ``REWRITE_BROADCAST_MIN_BYTES`` committed directly (``overwrite.py``) takes it all in one Spark
     job: the change set is computed inside the write, which is committed only if it held a row. Otherwise the change
     set is computed once first (``_computed_once``: counted, and read twice by the broadcast join below)."""
-    old = table_at(clone, location, version)
     size = DeltaLog(clone, location).size_at(version)
     direct = overwrite.start(clone, location)
+    old, identity = _old_rows(clone, location, version, direct)
     small = size is not None and size < REWRITE_BROADCAST_MIN_BYTES
     if direct is not None and small:
         # one file: its change set is not counted first (that would be a job of its own), so the limit on
         # REWRITE_ONE_FILE_MAX_ROWS is not known here; a large change into a table this small is rare
-        rows, observation = _joined_rows(clone, old, changes, targets)
+        rows, observation = _joined_rows(clone, old, changes, targets, identity)
         with one_job(clone, rows):
-            direct.write(rows.coalesce(1))
+            direct.write(rows.coalesce(1), identity)
         metrics = observed(observation)
         if metrics is not None and not int(metrics.get("changes") or 0):
             direct.abandon()
@@ -367,9 +371,10 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     source, source_rows = computed
     if source_rows is None or source_rows > REWRITE_BROADCAST_MAX_ROWS or small or size is None:
         source.createOrReplaceTempView(REWRITE_SOURCE_VIEW)
-        rows, observation = _joined_rows(clone, old, exp.select(exp.Star()).from_(REWRITE_SOURCE_VIEW), targets)
+        rows, observation = _joined_rows(clone, old, exp.select(exp.Star()).from_(REWRITE_SOURCE_VIEW), targets,
+                                         identity)
         one_file = small and source_rows is not None and source_rows <= REWRITE_ONE_FILE_MAX_ROWS
-        _replace_all(rows.coalesce(1) if one_file else rows, location, direct)
+        _replace_all(rows.coalesce(1) if one_file else rows, location, direct, identity)
         return _joined_counts(observed(observation))
     # The old rows are only probed against the change set's ids, which are broadcast: no shuffle of the table
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
@@ -384,10 +389,12 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     on_new = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     new = new.observe(on_new, _count(exp.true(), "written"))
     columns = _texts(col(c) for c in old.columns)
+    # an updated row is written from the change set, which does not carry its old id: it takes a fresh one
+    fresh = [alias(cast(exp.null(), "bigint"), name) for name in identity or ()]
     rows = probed.where(to_spark(exp.not_(matched))).selectExpr(*columns).unionByName(
-        new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN)]))
+        new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN), *fresh]))
         .selectExpr(*columns))
-    _replace_all(rows, location, direct)
+    _replace_all(rows, location, direct, identity)
     old_counts, new_counts = observed(on_old), observed(on_new)
     if old_counts is None or new_counts is None:
         return None
@@ -395,10 +402,34 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
 
 
-def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Column]) -> tuple[Any, Observation]:
+def _old_rows(clone: Any, location: str, version: int, direct: overwrite.Overwrite | None
+              ) -> tuple[Any, tuple[str, str] | None]:
+    """The rows a REWRITE starts from, and the names of their row-tracking identity columns where the overwrite
+    keeps it (``Overwrite.write``): a table read by streams or downstream dynamic tables (row tracking on) then
+    shows them the rows the refresh changed, not all of its rows deleted and inserted again."""
+    identified = None
+    if direct is not None and direct.keeps_identity() and _same_rows(clone, location, version, direct.version):
+        # read where the overwrite starts: commits since the refresh's own (row tracking switched on and its ids
+        # backfilled, OPTIMIZE) change no row but may give the rows the ids readers know them by
+        identified = identified_table_at(clone, location, direct.version)
+    if identified is None:
+        return table_at(clone, location, version), None
+    return identified.withColumnRenamed(RID, _OLD_ID).withColumnRenamed(RCV, _OLD_VERSION), (_OLD_ID, _OLD_VERSION)
+
+
+def _same_rows(clone: Any, location: str, start: int, end: int) -> bool:
+    """Whether the commits after ``start`` up to ``end`` left every row as it was (no data change)."""
+    log = DeltaLog(clone, location)
+    return all(log.has_commit(v) and not any(a.data_change for a in log.commit(v).files)
+               for v in range(start + 1, end + 1))
+
+
+def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Column],
+                 identity: tuple[str, str] | None = None) -> tuple[Any, Observation]:
     """``rewrite`` for a small table or a change set too large to broadcast: the old rows full-outer-joined with the
     change set on the row id, the change set's values where it has a row, deleted rows left out; and the
-    observation that counts the change set's rows and what they did.
+    observation that counts the change set's rows and what they did. With ``identity`` (the old rows' row id and
+    row commit version columns) a row keeps its id, and its version unless the change set updates it.
 
     One SQL statement over the old rows (``REWRITE_OLD_VIEW``) and the change set's query, not DataFrame operations
     on the change set's: each of those analyses the whole change plan again (0.1-0.3 s on TPC-H's plans)."""
@@ -408,6 +439,11 @@ def _joined_rows(clone: Any, old: Any, source: exp.Select, targets: Sequence[Col
     names = {c.name for c in targets}
 
     def value(name: str) -> exp.Expr:
+        if identity is not None and name == identity[0]:
+            return alias(col(name, "o"), name)
+        if identity is not None and name == identity[1]:
+            return alias(exp.Case(ifs=[exp.If(this=in_changes.copy(), true=cast(exp.null(), "bigint"))],
+                                  default=col(name, "o")), name)
         new = col("__dt_rid", "s") if name == ROW_ID_COLUMN else col(name, "s") if name in names else None
         if new is None:
             raise ValueError(f"the change set has no column {name!r} of the table")
@@ -445,11 +481,12 @@ def _count(condition: exp.Expr, name: str) -> Any:
     return F.expr(to_spark(alias(counted, name)))
 
 
-def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None) -> None:
+def _replace_all(rows: Any, location: str, direct: overwrite.Overwrite | None,
+                 identity: tuple[str, str] | None = None) -> None:
     """Every row of the table replaced by ``rows``, its metadata (clustering) kept: committed ``direct``ly where
     it could begin, else by Delta's writer (which rebuilds the snapshot's state to list the files it removes)."""
     if direct is not None:
-        direct.write(rows)
+        direct.write(rows, identity)
         direct.commit()
         return
     rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(location)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
@@ -47,10 +48,37 @@ class Overwrite:
     removes: tuple[str, ...]  # one ``remove`` action (JSON) per file of the table at ``version``
     written: Any = None  # the FileActions writeFiles returned (a Scala Seq)
 
-    def write(self, rows: Any) -> None:
-        """Write ``rows`` (the table's columns) as new data files of the table, not yet committed."""
+    def write(self, rows: Any, identity: tuple[str, str] | None = None) -> None:
+        """Write ``rows`` (the table's columns) as new data files of the table, not yet committed. ``identity``
+        names two more columns of ``rows``, a row id and a row commit version (``identified_table_at``'s), that
+        become the table's materialized row-tracking columns, as Delta's UPDATE and MERGE write them: a row keeps
+        the id and version given, a NULL takes a fresh id or this commit's version. Without them every row of an
+        overwrite gets a new id, and every reader of the table's changes (streams, downstream dynamic tables) reads
+        its whole contents as deleted and inserted again."""
+        if identity is not None:
+            rows = self._identified(rows, *identity)
         with _active(self.spark):
             self.written = self.txn.writeFiles(rows._jdf)
+
+    def keeps_identity(self) -> bool:
+        """Whether the table has row tracking, so that ``write`` may keep its rows' ids."""
+        return self._materialized is not None
+
+    @cached_property
+    def _materialized(self) -> tuple[str, str] | None:
+        meta = DeltaLog(self.spark, self.location).metadata_at(self.version)
+        names = meta.materialized_row_id_column, meta.materialized_row_commit_version_column
+        return (names[0], names[1]) if meta.row_tracking and names[0] and names[1] else None
+
+    def _identified(self, rows: Any, row_id: str, version: str) -> Any:
+        names = self._materialized
+        assert names is not None, "the table has no row tracking: no identity to keep"
+        out = rows
+        for given, name, helper in ((row_id, names[0], "RowId"), (version, names[1], "RowCommitVersion")):
+            # the column metadata that marks it as the materialized column, as Delta's own DML tags it
+            tag = json.loads(static(self.spark, f"{_DELTA}.{helper}", "columnMetadata")(name, False).json())
+            out = out.withColumnRenamed(given, name).withMetadata(name, tag)
+        return out
 
     def commit(self) -> int:
         """Commit the written files and the removes in one version (the table's next, or Delta's conflict error)."""
