@@ -124,7 +124,8 @@ class Compiler:
     """Compiles plans against `sources` into CTEs; `query` wraps a final SELECT with every CTE it needs."""
 
     def __init__(self, sources: Sources, shared: frozenset[Node] | None = None, *, broadcast_keys: bool = False,
-                 whole_groups: WholeGroups | None = None, aliased: Mapping[Node, Restrict] | None = None) -> None:
+                 broadcast_state: bool = True, whole_groups: WholeGroups | None = None,
+                 aliased: Mapping[Node, Restrict] | None = None) -> None:
         self.sources = sources
         self.aliased = aliased or {}  # restricted snapshots read once for every alias (`shared_reads`)
         self.shared = shared  # nodes read more than once (emitted as CTEs); None: every node a CTE
@@ -135,6 +136,10 @@ class Compiler:
         # execution it shuffles the whole snapshot a restriction filters; a caller that knows the change is small
         # asks for the key set to be broadcast instead, and the snapshot is filtered as it is scanned.
         self.broadcast_keys = broadcast_keys
+        # A stored aggregate state of a few groups costs less to shuffle with the change than to probe with the
+        # change's sums broadcast: every broadcast is a Spark job of its own, and a plan whose inputs are all tiny
+        # otherwise runs as one job (dtables' `tiny_plans`). The caller, who knows the state's size, says which.
+        self.broadcast_state = broadcast_state
         self._names: dict[Node, str] = {}
         self._ctes: list[exp.CTE] = []
         self._dispatch: dict[type[Node], Callable[[Node], exp.Query]] = {
@@ -535,7 +540,7 @@ class AlgebraicCompiler(HelperColumns):
         d = self.c.emit_once(self._summed_change())
         touched = exp.select(exp.Star()).from_(_from(state, "o")).join(_from(d, "d"), on=self._on(),
                                                                        join_type="LEFT SEMI")
-        if self.c.broadcast_keys and self.keys:
+        if self.c.broadcast_keys and self.c.broadcast_state and self.keys:
             # A small change touches few of many groups (TPC-H Q10 at SF 10: 482 of 381,814 customers): the stored
             # rows it touches are found by broadcasting ΣΔ into one scan of the state, computed once, and the new
             # rows join ΣΔ with those. Joining ΣΔ with the whole state (a LEFT OUTER join cannot broadcast its
@@ -664,13 +669,14 @@ def shared_nodes(plan: Node) -> frozenset[Node]:
     return frozenset(n for n, k in uses.items() if k > 1)
 
 
-def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False,
+def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False, broadcast_state: bool = True,
                  share_aliases: bool = False) -> tuple[Compiler, str]:
     """A compiler holding `plan`'s CTEs (At pushed into the leaves) and the name of the CTE with its rows;
-    `broadcast_keys`: the key sets of restrictions are small (see `Compiler`); `share_aliases`: a restricted
-    snapshot read under several aliases is computed once (`shared_reads`)."""
+    `broadcast_keys`: the key sets of restrictions are small (see `Compiler`); `broadcast_state`: with them, the
+    stored state is large enough to be probed with the change's groups broadcast rather than shuffled;
+    `share_aliases`: a restricted snapshot read under several aliases is computed once (`shared_reads`)."""
     plan = pushed(plan)
-    compiler = Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys,
+    compiler = Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys, broadcast_state=broadcast_state,
                         whole_groups=whole_groups_read_twice(plan),
                         aliased=shared_reads(plan) if share_aliases else None)
     return compiler, compiler.name(plan)

@@ -28,7 +28,8 @@ def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
-                  broadcast_keys: bool = False, share_ends: bool = False, share_aliases: bool = True,
+                  broadcast_keys: bool = False, broadcast_state: bool = True, share_ends: bool = False,
+                  share_aliases: bool = True,
                   whole: Callable[[Snapshot], bool] = lambda leaf: False) -> exp.Select:
     """A SELECT of the query's columns, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID.
 
@@ -38,7 +39,9 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     the probes of `key_probes(d)`; the snapshot side of each such join term keeps only rows with those keys.
     `broadcast_keys`: the change is small, so the key sets that restrict snapshots are broadcast (a hint), and
     the state side of a join term is restricted to the keys of the change reads, unless its snapshots are all
-    ones to read `whole` (tables Spark broadcasts as they are: `prune.restrict_terms`).
+    ones to read `whole` (tables Spark broadcasts as they are: `prune.restrict_terms`). `broadcast_state`
+    (with `broadcast_keys`): a stored aggregate state's touched groups are found by broadcasting the change's sums
+    into its scan; False for a state of a few groups, which is shuffled with them in the same job instead.
     `share_ends`: a table the plan reads restricted at both ends of the interval is read once for both
     (`ends.py`; `Sources.ends`), for small changes too. `share_aliases`: with small changes, a table the plan
     reads restricted under several aliases (a self-join, EXISTS over the same table) is read once per end, restricted
@@ -56,7 +59,8 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
         plan = shared_reads.unify_restrictions(plan)
     if share_ends:
         plan = ends.share_ends(plan)
-    compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys, share_aliases=aliases)
+    compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys,
+                                  broadcast_state=broadcast_state, share_aliases=aliases)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
         def over_row_id(fn: type[exp.Func]) -> exp.Window:
             return exp.Window(this=fn(this=col(ACTION)), partition_by=[col(ROW_ID)])

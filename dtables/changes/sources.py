@@ -145,15 +145,18 @@ class IntervalSources:
             self._sizes[(table, when)] = self._log(table).size_at(i.start_version if when == "start" else i.end_version)
         return self._sizes[(table, when)]
 
-    def changes_query(self, derivative: diff.Derivative) -> Any:
+    def changes_query(self, derivative: diff.Derivative, *, broadcast_state: bool = True) -> Any:
         """The change set of ``derivative`` over these intervals as a sqlglot query, its join terms pruned by the
-        keys of the change reads (one probe job when some term is worth it)."""
+        keys of the change reads (one probe job when some term is worth it). ``broadcast_state``: a small change's
+        sums are broadcast into the scan of the stored aggregate state (``differentiation.changes_query``); False
+        where that state is a few groups."""
         self._read = diff.columns_read(derivative.source)
         small = self.small_change()
         share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
         aliases = str(self.settings.conf.get(SHARE_ALIASES, "true")).lower() != "false"
         return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
-                                  broadcast_keys=small, share_ends=share, share_aliases=aliases,
+                                  broadcast_keys=small, broadcast_state=broadcast_state, share_ends=share,
+                                  share_aliases=aliases,
                                   whole=self._read_whole)
 
     def _read_whole(self, leaf: diff.Snapshot) -> bool:

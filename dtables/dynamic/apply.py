@@ -42,7 +42,7 @@ from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
 from dtables.spark.observations import counting, observed
-from dtables.spark.tiny_plans import known_rows, one_job
+from dtables.spark.tiny_plans import TINY_INPUT_BYTES, known_rows, one_job
 from dtables.sql.dialect import to_spark
 
 METADATA_KEY = "dtables_refresh"
@@ -209,11 +209,12 @@ def _overwrite(clone: Any, location: str, df: Any, by_row_id: bool, settings: An
 
 def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSources, query: str,
           columns: Sequence[Column], state_version: int | None = None, by_row_id: bool = False,
-          name: str = "") -> RowCounts | None:
+          name: str = "", state_bytes: int | None = None) -> RowCounts | None:
     """Apply ``action`` to the table at ``location`` in one commit (the session must be configured first).
 
     ``state_version`` is the table version holding the previous result (needed by plans that keep aggregate
-    state, whose change set is computed from the stored groups). ``by_row_id``: lay an overwrite's files out by row
+    state, whose change set is computed from the stored groups), ``state_bytes`` its size then (from the log; None:
+    unknown). ``by_row_id``: lay an overwrite's files out by row
     id (tables refreshed incrementally; layout.py). A MERGE adds what it may touch to ``sources.pruning``. Returns
     the rows the change set inserted, deleted and updated where Delta's commit metrics cannot tell (a REWRITE
     replaces every row), ``NOTHING_WRITTEN`` where a REWRITE's or MERGE's change set was empty (no commit is made:
@@ -236,7 +237,10 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         if state_version is None:
             raise ValueError("an aggregate maintained from its stored state needs the table version holding it")
         register_state(clone, location, state_version, action, columns)
-    changes = sources.changes_query(action.derivative)
+    # a state smaller than a tiny plan's inputs is shuffled with the change in the write's one job, not probed by a
+    # broadcast (a job of its own: a third of a one-row change's jobs on a table of 50 groups)
+    changes = sources.changes_query(action.derivative,
+                                    broadcast_state=state_bytes is None or state_bytes > TINY_INPUT_BYTES)
     plan_cols = action.plan.columns()
     if action.write == Write.APPEND:
         appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), ROW_ID_COLUMN))
@@ -249,7 +253,7 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.REWRITE:
         if state_version is None:
             raise ValueError("a REWRITE needs the table version holding the previous result")
-        return rewrite(clone, location, state_version, source, targets)
+        return rewrite(clone, location, state_version, source, targets, state_bytes)
     # Computed once: its row ids narrow the MERGE (one small job), which then reads it from memory.
     computed = _computed_once(_sql(clone, source))
     if computed is None:
@@ -337,11 +341,11 @@ REWRITE_BROADCAST_MAX_ROWS = 1_000_000
 REWRITE_ONE_FILE_MAX_ROWS = 100_000
 
 
-def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
-            targets: Sequence[Column]) -> RowCounts | None:
+def rewrite(clone: Any, location: str, version: int, changes: exp.Select, targets: Sequence[Column],
+            size: int | None) -> RowCounts | None:
     """The table's new contents in one overwrite: its rows at ``version`` (its latest) whose row id the change set
     ``changes`` (a query: one row per row id, deletes flagged) does not hold, and the change set's rows that are not
-    deletes.
+    deletes. ``size``: the table's bytes at ``version`` (None: unknown).
     For a small table one pass that reads and writes it whole is cheaper than a MERGE's several (find the touched
     files, then rewrite them). The counts are observed during that pass (no extra Spark job); ``NOTHING_WRITTEN``
     where the change set is empty.
@@ -349,7 +353,6 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select,
     A table under ``REWRITE_BROADCAST_MIN_BYTES`` committed directly (``overwrite.py``) takes it all in one Spark
     job: the change set is computed inside the write, which is committed only if it held a row. Otherwise the change
     set is computed once first (``_computed_once``: counted, and read twice by the broadcast join below)."""
-    size = DeltaLog(clone, location).size_at(version)
     direct = overwrite.start(clone, location)
     old, identity = _old_rows(clone, location, version, direct)
     small = size is not None and size < REWRITE_BROADCAST_MIN_BYTES

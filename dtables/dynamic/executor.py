@@ -301,12 +301,13 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
                        rows_deleted=0, rows_updated=0)
     else:
         with own_session(session.spark) as clone:
-            _apply(session, clone, d, action, sources, at, rid)
+            _apply(session, clone, d, action, sources, at, rid, target_bytes)
 
 
 def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction, sources: Mapping[str, SourceVersion],
-           at: dt.datetime, rid: str) -> None:
-    """Write ``action`` (not NO_DATA) on ``clone``, a session of the refresh's own, and record it."""
+           at: dt.datetime, rid: str, target_bytes: int | None) -> None:
+    """Write ``action`` (not NO_DATA) on ``clone``, a session of the refresh's own, and record it; ``target_bytes``:
+    the table's size at its last refresh (``_stored``)."""
     store, name = session.store, d.name
     identities = {n: s.identity for n, s in sources.items()}
     if action.action == Action.INCREMENTAL:
@@ -327,7 +328,7 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
     location = _location(session, name)
     _fault("before_write")
     counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version,
-                   by_row_id=d.refresh_mode_chosen != RefreshMode.FULL, name=name)
+                   by_row_id=d.refresh_mode_chosen != RefreshMode.FULL, name=name, state_bytes=target_bytes)
     if refresh_sources.pruning:
         history.update(store, rid, pruning=json.dumps(refresh_sources.pruning))
     if counts is not None and not counts.committed:

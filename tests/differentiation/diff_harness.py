@@ -159,11 +159,13 @@ class TableSet:
         # every other check compiles as a refresh with a small change does: key sets broadcast, join terms' states
         # restricted to the change reads' keys (prune.restrict_terms; every other time of those, tables whose name
         # sorts first read whole, as a refresh reads the tables it finds small), tables restricted at both ends
-        # read once
+        # read once; and half of those with a stored state of a few groups (shuffled with the change's sums, not
+        # probed by their broadcast)
         turn = next(_counter)
         small = turn % 2 == 0
         whole = (lambda leaf: leaf.scan.table < "s") if turn % 4 == 0 else (lambda leaf: False)
-        change_sql = changes_query(d, self.sources, broadcast_keys=small, share_ends=small, whole=whole).sql("spark")
+        change_sql = changes_query(d, self.sources, broadcast_keys=small, broadcast_state=turn % 4 != 2,
+                                   share_ends=small, whole=whole).sql("spark")
         rows = [tuple(r) for r in self.spark.sql(change_sql).collect()]
         start = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "start").sql("spark")).collect()]
         end = [tuple(r) for r in self.spark.sql(snapshot_query(plan, self.sources, "end").sql("spark")).collect()]

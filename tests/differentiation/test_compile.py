@@ -120,6 +120,27 @@ def test_the_summed_change_of_a_stored_aggregate_is_computed_once() -> None:
     assert len(summed) == 1, {n: b.sql(dialect="spark") for n, b in ctes.items()}
     assert len(re.findall(rf"`{summed[0]}`", query.sql(dialect="spark"))) == 3  # defined once, read twice
 
+def test_a_small_changes_sums_are_broadcast_into_a_large_stored_state_and_not_into_a_few_groups() -> None:
+    # TPC-H Q10's 381,814 stored customers are probed with the change's sums broadcast (state read once, never
+    # shuffled); a state of 50 groups is shuffled with them instead, so that a tiny REWRITE stays one Spark job
+    plan = with_state_columns(build_plan("SELECT r.k, sum(s.w) AS t FROM r JOIN s ON r.k = s.k GROUP BY r.k", SCHEMA))
+    d = differentiate(plan, stats={"r": ChangeStats(True, True), "s": ChangeStats(False, False)}, state=True)
+
+    def semi_join_of_state(text: str) -> str:
+        [found] = re.findall(r"SELECT (?:/\*\+ [^*]* \*/ )?\* FROM `__p\d+` AS `o` LEFT SEMI JOIN `__p\d+` AS `d`", text)
+        return found
+
+    large = changes_query(d, Names(), broadcast_keys=True).sql("spark")
+    small = changes_query(d, Names(), broadcast_keys=True, broadcast_state=False).sql("spark")
+    assert semi_join_of_state(large).startswith("SELECT /*+ BROADCAST(`d`) */ *")
+    assert semi_join_of_state(small).startswith("SELECT * FROM") and "BROADCAST(`d`)" not in small
+    assert "BROADCAST(`k`)" in small  # the key sets restricting s are still broadcast
+    # a large change broadcasts nothing, whatever the state
+    assert "BROADCAST" not in changes_query(d, Names()).sql("spark")
+    for text in (large, small):
+        assert _reads(text)["stored_state"] == 1 and sqlglot.parse_one(text, read="spark") is not None
+
+
 
 def test_touched_groups_at_the_end_are_read_from_the_whole_aggregate_the_plan_computes_there() -> None:
     # Q15's shape: the MAX over the sums per key needs every group's sum at I1, and the sums' change recomputes the
