@@ -383,26 +383,38 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select, target
     # (a full outer join would sort both sides by row id: most of the write's time on a table of 40,000 groups).
     ids = source.selectExpr(*_texts([alias(col("__dt_rid"), "__dt_mid"), alias(col("__dt_delete"), "__dt_mdel")]))
     on_id = to_spark(exp.EQ(this=col(ROW_ID_COLUMN), expression=col("__dt_mid")))
-    probed = old.join(F.broadcast(ids), F.expr(on_id), "left_outer")
+    probe = old.join(F.broadcast(ids), F.expr(on_id), "left_outer")
     matched, deleting = exp.Not(this=exp.Is(this=col("__dt_mid"), expression=exp.null())), col("__dt_mdel")
     on_old = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
-    probed = probed.observe(on_old, _count(exp.and_(matched, deleting), "deleted"),
-                            _count(exp.and_(matched, exp.not_(deleting)), "updated"))
+    probed = probe.observe(on_old, _count(exp.and_(matched, deleting), "deleted"),
+                           _count(exp.and_(matched, exp.not_(deleting)), "updated"))
     new = source.where(to_spark(exp.not_(col("__dt_delete"))))
     on_new = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     new = new.observe(on_new, _count(exp.true(), "written"))
     columns = _texts(col(c) for c in old.columns)
-    # an updated row is written from the change set, which does not carry its old id: it takes a fresh one
-    fresh = [alias(cast(exp.null(), "bigint"), name) for name in identity or ()]
-    rows = probed.where(to_spark(exp.not_(matched))).selectExpr(*columns).unionByName(
-        new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN), *fresh]))
-        .selectExpr(*columns))
+    written = new.selectExpr(*_texts([*(col(c.name) for c in targets), alias(col("__dt_rid"), ROW_ID_COLUMN)]))
+    if identity is not None:
+        written = _with_old_ids(written, probe.where(to_spark(exp.and_(matched, exp.not_(deleting)))), identity)
+    rows = probed.where(to_spark(exp.not_(matched))).selectExpr(*columns).unionByName(written.selectExpr(*columns))
     _replace_all(rows, location, direct, identity)
     old_counts, new_counts = observed(on_old), observed(on_new)
     if old_counts is None or new_counts is None:
         return None
     updated = int(old_counts.get("updated") or 0)
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
+
+
+def _with_old_ids(written: Any, updated: Any, identity: tuple[str, str]) -> Any:
+    """The probe path's new rows with the identity columns ``Overwrite.write`` keeps: an updated row (one of
+    ``updated``, the old rows the change set replaces) keeps its old row id and takes this commit's version (NULL),
+    as in ``_joined_rows``, so readers see an update pair; a new row takes a fresh id. The ids are joined back from
+    a second probe of the old rows (the change set's broadcast ids reused), unobserved, so nothing is counted twice."""
+    row_id, version = identity
+    kept = updated.selectExpr(*_texts([alias(col(ROW_ID_COLUMN), "__dt_kid"), alias(col(row_id), "__dt_kept")]))
+    on = to_spark(exp.EQ(this=col(ROW_ID_COLUMN), expression=col("__dt_kid")))
+    return (written.join(kept, F.expr(on), "left_outer").drop("__dt_kid")
+            .withColumnRenamed("__dt_kept", row_id)
+            .selectExpr("*", to_spark(alias(cast(exp.null(), "bigint"), version))))
 
 
 def _old_rows(clone: Any, location: str, version: int, direct: overwrite.Overwrite | None

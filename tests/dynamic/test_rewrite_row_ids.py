@@ -88,11 +88,14 @@ def test_a_downstream_table_reads_the_rows_a_rewrite_changed(groups: Any) -> Non
 def test_a_rewrite_that_probes_old_rows_keeps_the_ids_of_the_rows_it_copies(groups: Any,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # the path of tables too large to join whole: the change set's ids broadcast and probed by the old rows. Rows
-    # it copies keep their ids; a row it updates is written from the change set and takes a new id.
+    # it copies keep their ids, a row it updates the id of the row it replaces (joined back from the old rows), a
+    # new row takes a fresh one
     monkeypatch.setattr(apply, "REWRITE_BROADCAST_MIN_BYTES", 0)
     groups.sql("CREATE STREAM st ON DYNAMIC TABLE agg")
-    groups.sql("INSERT INTO f VALUES (1000, 1, 5)")
+    groups.sql("INSERT INTO f VALUES (1000, 1, 5), (1001, 7, 1)")
     groups.sql("DELETE FROM f WHERE g = 4")
     _refresh(groups, "agg")
-    assert _changes(groups, "SELECT * FROM st") == [(1, 20, 970, "DELETE", False), (1, 21, 975, "INSERT", False),
-                                                    (4, 20, 1030, "DELETE", False)]
+    assert _changes(groups, "SELECT * FROM st") == [(1, 20, 970, "DELETE", True), (1, 21, 975, "INSERT", True),
+                                                    (4, 20, 1030, "DELETE", False), (7, 1, 1, "INSERT", False)]
+    [record] = [r for r in groups.history("agg").collect() if r.action == "INCREMENTAL"]
+    assert (record.rows_inserted, record.rows_deleted, record.rows_updated) == (1, 1, 1)
