@@ -7,7 +7,9 @@ from differentiation.columns import columns_read
 from differentiation.derive import Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
 from differentiation.delta_nodes import KeyFilter, KeyProbe, Snapshot
-from differentiation.output import changes_query, explain, key_probes, snapshot_query
+from differentiation.output import (
+    changes_query, explain, key_probes, merges_state, snapshot_query, state_merge_query,
+)
 from differentiation.prune import PruneSite
 from differentiation.rules import RULES
 from differentiation.sources import Sources
@@ -17,5 +19,5 @@ from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 __all__ = [
     "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Snapshot",
     "Sources", "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
-    "incremental_reason", "key_probes", "snapshot_query",
+    "incremental_reason", "key_probes", "merges_state", "snapshot_query", "state_merge_query",
 ]

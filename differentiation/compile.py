@@ -676,10 +676,16 @@ def compile_plan(plan: Node, sources: Sources, *, broadcast_keys: bool = False, 
     stored state is large enough to be probed with the change's groups broadcast rather than shuffled;
     `share_aliases`: a restricted snapshot read under several aliases is computed once (`shared_reads`)."""
     plan = pushed(plan)
-    compiler = Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys, broadcast_state=broadcast_state,
-                        whole_groups=whole_groups_read_twice(plan),
-                        aliased=shared_reads(plan) if share_aliases else None)
+    compiler = plan_compiler(plan, sources, broadcast_keys=broadcast_keys, broadcast_state=broadcast_state,
+                             share_aliases=share_aliases)
     return compiler, compiler.name(plan)
+
+
+def plan_compiler(plan: Node, sources: Sources, *, broadcast_keys: bool = False, broadcast_state: bool = True,
+                  share_aliases: bool = False) -> Compiler:
+    """An empty compiler for `plan` (pushed), knowing which of its nodes are shared (`compile_plan`'s options)."""
+    return Compiler(sources, shared_nodes(plan), broadcast_keys=broadcast_keys, broadcast_state=broadcast_state,
+                    whole_groups=whole_groups_read_twice(plan), aliased=shared_reads(plan) if share_aliases else None)
 
 
 def unrestricted(node: Node) -> Node:

@@ -3,19 +3,20 @@ text."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
 from differentiation.build import build_plan
 from differentiation import ends, prune, shared_reads
 from differentiation.compile import compile_plan, pushed
+from differentiation.merge_state import compile_merge, merged_aggregate
 from differentiation.delta_nodes import At, KeyFilter, KeyProbe, Snapshot
 from differentiation.derive import Derivative, differentiate
 from differentiation.plan import Node
 from differentiation.prune import PruneSite
 from differentiation.rules.aggregate_algebraic import with_state_columns as with_state_columns_of
-from differentiation.sources import Sources, When
+from differentiation.sources import Sources, StateSources, When
 from differentiation.sql import alias, col, ident
 from differentiation.vocabulary import (
     ACTION, METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID, ROW_ID, ChangeFormat, Shape,
@@ -47,18 +48,9 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
     reads restricted under several aliases (a self-join, EXISTS over the same table) is read once per end, restricted
     to the union of its key sets (`shared_reads.py`).
     """
-    plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
-    if keys:
-        plan = prune.prune_keys(plan, keys, d.constraints)
-    plan = prune.widen_key_sets(plan)
-    if broadcast_keys:
-        plan = prune.restrict_terms(plan, whole)
-    plan = prune.unify_key_sets(plan)
     aliases = broadcast_keys and share_aliases
-    if aliases:
-        plan = shared_reads.unify_restrictions(plan)
-    if share_ends:
-        plan = ends.share_ends(plan)
+    plan = _prepared(d, keys, broadcast_keys=broadcast_keys, share_ends=share_ends, share_aliases=aliases,
+                     whole=whole)
     compiler, body = compile_plan(plan, sources, broadcast_keys=broadcast_keys,
                                   broadcast_state=broadcast_state, share_aliases=aliases)
     if d.shape == Shape.MINIMIZE and d.information is ChangeFormat.DEFAULT:
@@ -71,6 +63,43 @@ def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFi
                         alias(is_update, METADATA_ISUPDATE), alias(col(ROW_ID), METADATA_ROW_ID)).from_(
         exp.Table(this=ident(body)))
     return compiler.query(select)
+
+
+def _prepared(d: Derivative, keys: Mapping[KeyProbe, KeyFilter] | None, *, broadcast_keys: bool, share_ends: bool,
+              share_aliases: bool, whole: Callable[[Snapshot], bool]) -> Node:
+    """`d`'s plan as it is compiled: pushed, its join terms pruned and restricted (`changes_query`'s options)."""
+    plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
+    if keys:
+        plan = prune.prune_keys(plan, keys, d.constraints)
+    plan = prune.widen_key_sets(plan)
+    if broadcast_keys:
+        plan = prune.restrict_terms(plan, whole)
+    plan = prune.unify_key_sets(plan)
+    if share_aliases:
+        plan = shared_reads.unify_restrictions(plan)
+    if share_ends:
+        plan = ends.share_ends(plan)
+    return plan
+
+
+def merges_state(d: Derivative) -> bool:
+    """Whether `d`'s new rows can be computed by merging its stored aggregate state with the change's sums
+    (`state_merge_query`): a projection of a grouped aggregate kept from a stored state."""
+    return merged_aggregate(pushed(d.plan)) is not None
+
+
+def state_merge_query(d: Derivative, sources: StateSources, carry: Sequence[tuple[str, str]],
+                      keys: Mapping[KeyProbe, KeyFilter] | None = None, *, broadcast_keys: bool = False,
+                      share_ends: bool = False, share_aliases: bool = True,
+                      whole: Callable[[Snapshot], bool] = lambda leaf: False) -> exp.Select:
+    """The rows of `d`'s query after the change, where `merges_state(d)`: every group of the stored state
+    (`sources.state()`, which also holds the columns `carry` names) or of the change, with the query's columns,
+    `__row_id`, whether the change touched it (`merge_state.TOUCHED`), whether it has rows left (`KEPT`) and the
+    carried state columns (`merge_state.compile_merge`). Options as `changes_query`'s."""
+    aliases = broadcast_keys and share_aliases
+    plan = _prepared(d, keys, broadcast_keys=broadcast_keys, share_ends=share_ends, share_aliases=aliases,
+                     whole=whole)
+    return compile_merge(plan, sources, carry, broadcast_keys=broadcast_keys, share_aliases=aliases)
 
 
 def snapshot_query(plan: Node, sources: Sources, when: When = "end", *, with_state_columns: bool = False) -> exp.Select:

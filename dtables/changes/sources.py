@@ -150,14 +150,16 @@ class IntervalSources:
         keys of the change reads (one probe job when some term is worth it). ``broadcast_state``: a small change's
         sums are broadcast into the scan of the stored aggregate state (``differentiation.changes_query``); False
         where that state is a few groups."""
+        return diff.changes_query(derivative, self, **self.options(derivative), broadcast_state=broadcast_state)
+
+    def options(self, derivative: diff.Derivative) -> dict[str, Any]:
+        """The keys and compile options of a change plan over these intervals (one probe job where worth it)."""
         self._read = diff.columns_read(derivative.source)
         small = self.small_change()
         share = small and str(self.settings.conf.get(SHARE_ENDS, "false")).lower() == "true"
         aliases = str(self.settings.conf.get(SHARE_ALIASES, "true")).lower() != "false"
-        return diff.changes_query(derivative, self, self.key_filters(diff.key_probes(derivative)),
-                                  broadcast_keys=small, broadcast_state=broadcast_state, share_ends=share,
-                                  share_aliases=aliases,
-                                  whole=self._read_whole)
+        return {"keys": self.key_filters(diff.key_probes(derivative)), "broadcast_keys": small, "share_ends": share,
+                "share_aliases": aliases, "whole": self._read_whole}
 
     def _read_whole(self, leaf: diff.Snapshot) -> bool:
         """Whether a join term reads ``leaf``'s table whole rather than restricted to the change's keys."""

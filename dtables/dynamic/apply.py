@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from differentiation import snapshot_query
+from differentiation import merges_state, snapshot_query
+from differentiation.merge_state import KEPT, TOUCHED
 from differentiation.sql import alias, cast, col, ident
 from differentiation.vocabulary import DELETE, INSERT, METADATA_ACTION, METADATA_ROW_ID, ROW_ID
 from dtables.catalog import quote_column
@@ -233,6 +234,10 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         return None
     assert action.derivative is not None and action.plan is not None
     targets = stored_columns(action, columns)
+    if action.write == Write.REWRITE and state_version is not None and _merges(sources, action, state_bytes):
+        direct = overwrite.start(clone, location)
+        if direct is not None:
+            return _rewrite_merged(clone, location, state_version, direct, action, sources, columns, targets)
     if len(targets) > len(columns):
         if state_version is None:
             raise ValueError("an aggregate maintained from its stored state needs the table version holding it")
@@ -335,6 +340,8 @@ NOTHING_WRITTEN = RowCounts(0, 0, 0, committed=False)
 # larger change set, is full-outer-joined with it, both sides shuffled: for a table of a few groups that shuffle
 # costs less than the broadcast's job; for millions of changed ids no executor must hold them in memory.
 REWRITE_BROADCAST_MIN_BYTES = 1 << 20
+# false writes a small aggregate's REWRITE from its change set (as before the state merge, to compare)
+MERGE_STATE = "spark.dtables.refresh.mergeState"
 REWRITE_BROADCAST_MAX_ROWS = 1_000_000
 # A table under REWRITE_BROADCAST_MIN_BYTES taking at most this many change rows is written as one file by one task:
 # split into a file per shuffle partition, every later refresh and query opens that many files for a few KB.
@@ -402,6 +409,75 @@ def rewrite(clone: Any, location: str, version: int, changes: exp.Select, target
         return None
     updated = int(old_counts.get("updated") or 0)
     return RowCounts(int(new_counts.get("written") or 0) - updated, int(old_counts.get("deleted") or 0), updated)
+
+
+def _merges(sources: RefreshSources, action: RefreshAction, size: int | None) -> bool:
+    """Whether a REWRITE of a table of ``size`` bytes takes its new rows from its stored aggregate state merged with
+    the change (``_rewrite_merged``): a small table (as ``rewrite``'s one-job path) kept from a grouped state."""
+    assert action.derivative is not None
+    return (size is not None and size < REWRITE_BROADCAST_MIN_BYTES
+            and str(sources.settings.conf.get(MERGE_STATE, "true")).lower() != "false"
+            and merges_state(action.derivative))
+
+
+def _rewrite_merged(clone: Any, location: str, version: int, direct: overwrite.Overwrite, action: RefreshAction,
+                    sources: RefreshSources, columns: Sequence[Column], targets: Sequence[Column]) -> RowCounts | None:
+    """``rewrite`` of a small table kept from a grouped aggregate state, in one Spark job: its rows at ``version``
+    (the state) merged with the change's sums per group (``differentiation.state_merge_query``: the state read
+    once, no change set, no consolidation, no second join with the old rows), each group's row as stored unless
+    the change moved one of its values. A group keeps its row id; with row tracking (``_old_rows``) its Delta
+    identity too, and its row commit version unless it changed. Committed only if some row changed; the counts as
+    ``rewrite``'s (None where they did not arrive)."""
+    assert action.derivative is not None and action.plan is not None
+    old, identity = _old_rows(clone, location, version, direct)
+    helpers = action.plan.columns()[len(columns):]
+    # the state the merge reads: the old rows, their helper columns also under the plan's names
+    (old.selectExpr("*", *_texts(alias(col(stored_name(h)), h) for h in helpers))
+     .createOrReplaceTempView(STATE_VIEW))
+    before = {c: f"__dt_old{i}" for i, c in enumerate(old.columns)}
+    merged = sources.state_merge_query(action.derivative, list(before.items()))
+    new = {t.name: cast(col(s, "m"), t.type) if t.type else col(s, "m")
+           for s, t in _positional(action.plan.columns(), targets)}
+    new[ROW_ID_COLUMN] = col(ROW_ID, "m")
+    touched, kept = col(TOUCHED, "m"), col(KEPT, "m")
+    in_old = exp.Not(this=exp.Is(this=col(before[ROW_ID_COLUMN], "m"), expression=exp.null()))
+    differs = exp.or_(*(exp.Not(this=exp.NullSafeEQ(this=v.copy(), expression=col(before[n], "m")))
+                        for n, v in new.items()))
+    changed = exp.and_(touched.copy(), exp.or_(exp.not_(in_old.copy()), exp.not_(kept.copy()), differs))
+    moved = col("__dt_changed", "m")  # computed once, below the projection of every column that reads it
+
+    def value(name: str) -> exp.Expr:
+        if identity is not None and name == identity[0]:
+            return alias(col(before[name], "m"), name)
+        if identity is not None and name == identity[1]:
+            return alias(exp.Case(ifs=[exp.If(this=moved.copy(), true=cast(exp.null(), "bigint"))],
+                                  default=col(before[name], "m")), name)
+        if name not in new:
+            raise ValueError(f"the merged state has no column {name!r} of the table")
+        return alias(exp.Case(ifs=[exp.If(this=moved.copy(), true=new[name].copy())],
+                              default=col(before[name], "m")), name)
+
+    inner, ctes = _without_ctes(merged)
+    judged = exp.select(exp.Star(), alias(in_old, "__dt_in_old"), alias(changed, "__dt_changed")).from_(
+        inner.subquery("m", copy=False))
+    flags = _sql(clone, _with_ctes(exp.select(
+        *(value(c) for c in old.columns), *(col(c, "m") for c in ("__dt_in_old", "__dt_changed", TOUCHED, KEPT)))
+        .from_(judged.subquery("m")), ctes))
+    was, now, left = col("__dt_in_old"), col(TOUCHED), col(KEPT)
+    observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
+    flags = flags.observe(observation, _count(exp.and_(was, now, exp.not_(left)), "deleted"),
+                          _count(exp.and_(was, col("__dt_changed"), left), "updated"),
+                          _count(exp.and_(exp.not_(was), now, left), "inserted"))
+    rows = (flags.where(to_spark(exp.not_(exp.and_(now, exp.not_(left)))))
+            .selectExpr(*_texts(col(c) for c in old.columns)))
+    with one_job(clone, rows):
+        direct.write(rows.coalesce(1), identity)
+    counts = _joined_counts(observed(observation))
+    if counts is not None and not (counts.inserted or counts.deleted or counts.updated):
+        direct.abandon()
+        return NOTHING_WRITTEN
+    direct.commit()
+    return counts
 
 
 def _with_old_ids(written: Any, updated: Any, identity: tuple[str, str]) -> Any:

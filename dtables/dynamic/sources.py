@@ -4,11 +4,12 @@ sources resolved at the new data timestamp, plus the query's own text over the n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
 
+from differentiation import Derivative, state_merge_query
 from differentiation.vocabulary import ROW_ID
 from dtables.catalog import qualified, quote_column
 from dtables.changes import Interval, snapshot
@@ -37,6 +38,12 @@ class RefreshSources(IntervalSources):
     def state(self) -> str:
         """The table's stored aggregate state, registered by the refresh as ``STATE_VIEW``."""
         return quote_column(STATE_VIEW)
+
+    def state_merge_query(self, derivative: Derivative, carry: Sequence[tuple[str, str]]) -> exp.Select:
+        """The rows of ``derivative``'s query after the change, merged from the stored state (``state``;
+        ``differentiation.state_merge_query``, where ``differentiation.merges_state``), the state's columns
+        ``carry`` names passed through; its join terms pruned as ``changes_query``'s."""
+        return state_merge_query(derivative, self, carry, **self.options(derivative))
 
     def plain_query(self, query: str) -> str:
         """``query`` with each source replaced by its snapshot at the new frontier (for queries without a plan)."""
