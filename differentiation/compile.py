@@ -465,6 +465,17 @@ class HelperColumns:
             value = cast(value, total)
         return value
 
+    def plus_change(self, name: str, old: str, change: str) -> exp.Expr:
+        """Helper column `name` after the change: its stored value (in `old`) plus the change's (in `change`), a
+        missing side counting 0."""
+        value: exp.Expr = exp.Add(this=call("coalesce", col(name, old), number(0)),
+                                  expression=call("coalesce", col(self.change_of(name), change), number(0)))
+        if name.startswith("__sum_"):
+            total = sum_type(arg_type(self.agg, self.args[int(name.removeprefix("__sum_"))]))
+            assert total is not None
+            value = cast(value, total)
+        return value
+
     def outputs(self, rel: str, action: str) -> list[exp.Expr]:
         items: list[exp.Expr] = [alias(col(f"__key{j}", rel), n) for j, (n, _) in enumerate(self.agg.keys)]
         for name, c in self.agg.aggs:
@@ -517,19 +528,8 @@ class AlgebraicCompiler(HelperColumns):
         return select.group_by(*(k.copy() for k in self.keys)) if self.keys else select
 
     def _merged(self, d: str, state: str) -> exp.Select:
-        def plus(name: str, dname: str) -> exp.Expr:
-            return exp.Add(this=call("coalesce", col(name, "o"), number(0)),
-                           expression=call("coalesce", col(dname, "d"), number(0)))
-
-        items: list[exp.Expr] = [col(f"__key{j}", "d") for j in range(len(self.keys))]
-        items = [alias(c, f"__key{j}") for j, c in enumerate(items)]
-        items.append(alias(plus("__cnt", "__dcnt"), "__cnt"))
-        for i, a in enumerate(self.args):
-            if a in self.summed:
-                total = sum_type(arg_type(self.agg, a))
-                assert total is not None
-                items.append(alias(cast(plus(f"__sum_{i}", f"__dsum_{i}"), total), f"__sum_{i}"))
-            items.append(alias(plus(f"__nn_{i}", f"__dnn_{i}"), f"__nn_{i}"))
+        items: list[exp.Expr] = [alias(col(f"__key{j}", "d"), f"__key{j}") for j in range(len(self.keys))]
+        items += [alias(self.plus_change(name, "o", "d"), name) for name, _ in self.helpers()]
         return exp.select(*items).from_(_from(d, "d")).join(_from(state, "o"), on=self._on(), join_type="LEFT OUTER")
 
     def compile(self) -> exp.Query:

@@ -17,10 +17,9 @@ from sqlglot import exp
 from differentiation.compile import AlgebraicCompiler, _relation, plan_compiler
 from differentiation.delta_nodes import Consolidate
 from differentiation.plan import Node, Project
-from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type
+from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta
 from differentiation.sources import StateSources
-from differentiation.sql import alias, call, cast, col, ident, number
-from differentiation.types import sum_type
+from differentiation.sql import alias, call, col, ident, number
 from differentiation.vocabulary import INSERT, ROW_ID
 
 TOUCHED = "__dt_touched"  # ΣΔ holds the group: its stored row, if any, may change
@@ -46,18 +45,7 @@ class MergeCompiler(AlgebraicCompiler):
         keys = [alias(call("coalesce", col(f"__key{j}", "o"), col(f"__key{j}", "d")), f"__key{j}")
                 for j in range(len(self.keys))]
 
-        def plus(name: str) -> exp.Expr:
-            return exp.Add(this=call("coalesce", col(name, "o"), number(0)),
-                           expression=call("coalesce", col(self.change_of(name), "d"), number(0)))
-
-        helpers: list[exp.Expr] = []
-        for name, _ in self.helpers():
-            value = plus(name)
-            if name.startswith("__sum_"):
-                total = sum_type(arg_type(self.agg, self.args[int(name.removeprefix("__sum_"))]))
-                assert total is not None
-                value = cast(value, total)
-            helpers.append(alias(value, name))
+        helpers = [alias(self.plus_change(name, "o", "d"), name) for name, _ in self.helpers()]
         flags = [alias(call("coalesce", col(TOUCHED, "d"), exp.false()), TOUCHED)]
         carried = [alias(col(c, "o"), a) for c, a in carry]
         return (exp.select(*keys, *helpers, *flags, *carried).from_(_relation(state).as_("o", quoted=True))
