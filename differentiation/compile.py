@@ -457,20 +457,17 @@ class HelperColumns:
     def less_change(self, name: str, at_end: str, change: str) -> exp.Expr:
         """Helper column `name` at I0: its value at I1 (in `at_end`) less the change's (in `change`); Q|I0 = Q|I1 −
         ΔQ, exact for the integers and decimals `AggregateFromEnd` takes."""
-        value: exp.Expr = exp.Sub(this=call("coalesce", col(name, at_end), number(0)),
-                                  expression=call("coalesce", col(self.change_of(name), change), number(0)))
-        if name.startswith("__sum_"):
-            total = sum_type(arg_type(self.agg, self.args[int(name.removeprefix("__sum_"))]))
-            assert total is not None
-            value = cast(value, total)
-        return value
+        return self._with_change(exp.Sub, name, at_end, change)
 
     def plus_change(self, name: str, old: str, change: str) -> exp.Expr:
         """Helper column `name` after the change: its stored value (in `old`) plus the change's (in `change`), a
         missing side counting 0."""
-        value: exp.Expr = exp.Add(this=call("coalesce", col(name, old), number(0)),
-                                  expression=call("coalesce", col(self.change_of(name), change), number(0)))
-        if name.startswith("__sum_"):
+        return self._with_change(exp.Add, name, old, change)
+
+    def _with_change(self, op: type[exp.Binary], name: str, rel: str, change: str) -> exp.Expr:
+        value: exp.Expr = op(this=call("coalesce", col(name, rel), number(0)),
+                             expression=call("coalesce", col(self.change_of(name), change), number(0)))
+        if name.startswith("__sum_"):  # typed as the aggregate's SUM
             total = sum_type(arg_type(self.agg, self.args[int(name.removeprefix("__sum_"))]))
             assert total is not None
             value = cast(value, total)
