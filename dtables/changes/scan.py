@@ -34,7 +34,7 @@ from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
-from dtables.spark.sessions import rows_frame
+from dtables.spark.sessions import local_frame
 from dtables.sql.dialect import to_spark
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
@@ -96,7 +96,7 @@ def _scan_direct(
             # The rows as a filter of literals: a join with them broadcast the rows first, a Spark job each
             tagged = tagged.where(to_spark(_picked_rows(picked)))
         elif every_file_picked:
-            marks = rows_frame(spark, picked, PICKED_SCHEMA)
+            marks = local_frame(spark, picked, PICKED_SCHEMA)
             # Joined by row index alone (a key of one long, cheap per row); the file name is compared only for
             # the rows whose index some pick has, in the join's condition. As a key it would be hashed for every
             # row, which costs more than the scan itself; two comparisons are no equi-join key to Spark. One
@@ -105,7 +105,7 @@ def _scan_direct(
             tagged = tagged.join(F.broadcast(marks), (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file,
                                  "left_semi")
         else:
-            marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
+            marks = local_frame(spark, mark_rows, MARK_SCHEMA)
             on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
             keep = F.col(_MARK_KEEP).isNull()
             if selective:
@@ -238,7 +238,7 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
     in_start, in_end = _not_in(files, at_end.keys() - at_start.keys()), _not_in(files, at_start.keys() - at_end.keys())
     if marks:
         on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
-        tagged = tagged.join(F.broadcast(rows_frame(spark, marks, ENDS_MARK_SCHEMA)), on, "left")
+        tagged = tagged.join(F.broadcast(local_frame(spark, marks, ENDS_MARK_SCHEMA)), on, "left")
         unmarked = F.col(_MARK_FILE).isNull()
         in_start = F.when(unmarked, in_start).otherwise(~F.col(_GONE_START))
         in_end = F.when(unmarked, in_end).otherwise(~F.col(_GONE_END))
@@ -253,7 +253,7 @@ def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[
     mark_rows, _, _ = _row_marks(spark, location, filters)
     if mark_rows is None:
         return raw
-    marks = rows_frame(spark, mark_rows, MARK_SCHEMA)
+    marks = local_frame(spark, mark_rows, MARK_SCHEMA)
     tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
     on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
     return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(quote_column(c)) for c in raw.columns])
