@@ -187,7 +187,7 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
     name in its condition: after random DML over several files, the last DELETE's interval (and random ones) equal
     the oracle, and the join really ran when the limit says so."""
     joined: list[int] = []
-    frame = scan.rows_frame
+    frame = scan.local_frame
 
     def spied(spark: Any, rows: Any, schema: Any) -> Any:
         if schema is scan.PICKED_SCHEMA:
@@ -202,7 +202,7 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
 
     with pytest.MonkeyPatch.context() as patch:  # hypothesis runs every example in one test call: one context each
         patch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
-        patch.setattr(scan, "rows_frame", spied)
+        patch.setattr(scan, "local_frame", spied)
         check_history(spark, recording_make_table, run, [SPREAD, *history, LAST_SPREAD, LAST_DELETE],
                       [(-2, -1), *cuts], DELETION_VECTORS)
     latest = open_log(spark, made[-1]).latest_version
