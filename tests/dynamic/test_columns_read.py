@@ -302,3 +302,62 @@ def test_dynamic_tables_over_columns_named_in_upper_case(dt: Any) -> None:
             assert record.state == "SUCCEEDED", record.error
             assert record.action == action, (statement, record.name, record.reason)
             assert_same_rows(table_rows(dt, record.name), oracle_rows(dt, record.name))
+
+
+# Change rows as a held read holds them: an id with its DELETE and INSERT (the row at both ends), ids with one row or
+# three (rows inserted or deleted outright, counted as `rows`), rows without an id, NULLs and repeated values.
+_FLAT = "k INT, v DOUBLE, note STRING, at TIMESTAMP, price DECIMAL(10, 2), __action STRING, __row_id STRING"
+_values = st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.one_of(st.none(), st.sampled_from([0.5, -1.0])),
+                    st.one_of(st.none(), st.sampled_from(["a", "b"])),
+                    st.one_of(st.none(), st.sampled_from([dt_.datetime(2026, 3, 29, 1, 30),
+                                                          dt_.datetime(2026, 3, 29, 2, 30)])),
+                    st.one_of(st.none(), st.sampled_from(["1.25", "2.50"])))
+_ids = st.lists(st.tuples(st.sampled_from(["pair", "pair", "pair", "one", "three"]), _values, _values),
+                min_size=1, max_size=8)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=_ids, unkeyed=st.booleans())
+def test_moved_columns_as_arrow_columns_agree_with_spark(dt: Any, ids: list, unkeyed: bool) -> None:
+    """A held read of many rows is compared as Arrow columns (``moved._moved_table``): it answers as Python rows
+    do (the way it replaces) and as the Spark aggregate over the same rows (whose ``columns`` also count ids that
+    are no pair, which only matters where ``rows`` is false)."""
+    import decimal
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from dtables.changes import moved as moved_module
+
+    rows = []
+    for i, (kind, start, end) in enumerate(ids):
+        values = [start] if kind == "one" else [start, end] if kind == "pair" else [start, end, end]
+        actions = ["DELETE", "INSERT", "INSERT"] if kind != "one" else ["INSERT"]
+        rows += [(*v[:4], decimal.Decimal(v[4]) if v[4] else None, a, f"id{i}") for v, a in zip(values, actions)]
+    if unkeyed:
+        rows.append((1, None, "a", None, None, "INSERT", None))
+    df = dt.spark.createDataFrame(rows, T._parse_datatype_string(_FLAT))
+    arrow = moved_module._moved_table(df.schema, df.toArrow())
+    micros = df.withColumn("at", F.unix_micros("at"))
+    assert arrow == moved_module._moved_rows(df.schema, micros.collect())
+    spark = moved_module._moved(df)
+    assert (arrow.rows, arrow.always) == (spark.rows, spark.always)
+    assert arrow.rows or arrow.columns == spark.columns
+
+
+def test_moved_columns_of_a_held_read_of_many_rows_are_compared_as_arrow(dt: Any, monkeypatch: Any) -> None:
+    """The way a refresh takes: an UPDATE's held read of at least ``ARROW_ROWS_MIN`` rows of flat columns goes
+    through ``_moved_table``, and says which columns moved."""
+    from dtables.changes import moved as moved_module
+    from dtables.changes import resolve_interval
+    from dtables.changes.interval import Bound
+
+    calls, original = [], moved_module._moved_table
+    monkeypatch.setattr(moved_module, "_moved_table", lambda *a: calls.append(1) or original(*a))
+    dt.sql("CREATE TABLE ma (k INT, v DOUBLE, note STRING)")
+    dt.sql("INSERT INTO ma SELECT CAST(id AS INT), CAST(id AS DOUBLE), 'n' FROM range(1500)")
+    start = dt.spark.sql("DESCRIBE HISTORY ma").agg({"version": "max"}).collect()[0][0]
+    dt.sql("UPDATE ma SET v = v + 1 WHERE k < 1000")  # 2,000 change rows: held, as Arrow
+    moved = moved_module.moved_columns(dt.spark, resolve_interval(dt.spark, "ma", at=Bound.version(start)), "ma")
+    assert calls == [1]
+    assert (moved.rows, moved.columns, moved.always) == (False, frozenset({"v"}), frozenset({"v"}))
