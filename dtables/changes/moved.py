@@ -29,6 +29,7 @@ from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import is_on_driver, known_value, value_once
 from dtables.spark.sessions import own_session
+from dtables.spark.types import has_map
 
 _WHOLE = "__dtables_whole_rows"
 
@@ -217,19 +218,9 @@ def _moved(delta: Any) -> MovedColumns:
 def _differs(field: T.StructField, start: Any, end: Any) -> Any:
     """Whether the row's value of ``field`` at the start differs from that at the end (NULL-safe). Spark cannot
     compare maps: a map column of an updated row counts as moved."""
-    if _has_map(field.dataType):
+    if has_map(field.dataType):
         return F.lit(True)
     return ~start.eqNullSafe(end)
-
-
-def _has_map(t: T.DataType) -> bool:
-    if isinstance(t, T.MapType):
-        return True
-    if isinstance(t, T.ArrayType):
-        return _has_map(t.elementType)
-    if isinstance(t, T.StructType):
-        return any(_has_map(f.dataType) for f in t.fields)
-    return False
 
 
 def _uncomparable(t: T.DataType, *, top: bool = False) -> bool:

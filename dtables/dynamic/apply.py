@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
 from dtables.spark.observations import counting, observed
 from dtables.spark.tiny_plans import TINY_INPUT_BYTES, known_rows, one_job
+from dtables.spark.types import has_map
 from dtables.sql.dialect import to_spark
 
 METADATA_KEY = "dtables_refresh"
@@ -101,6 +102,15 @@ def _cast_select(source_columns: Sequence[str], target: Sequence[Column]) -> lis
     """Positional mapping of the compiled plan's columns to the table's, cast to the stored types (hidden state
     columns, typed None, keep the plan's own types)."""
     return [alias(cast(col(s), t.type) if t.type else col(s), t.name) for s, t in _positional(source_columns, target)]
+
+
+def _holds_map(sql_type: str) -> bool:
+    """Whether a column of the SQL type ``sql_type`` (as the definition records it; empty if unknown: the hidden
+    state's numbers) holds a map anywhere."""
+    if not sql_type:
+        return False
+    built = exp.DataType.build(sql_type, dialect="spark")
+    return any(t.this == exp.DataType.Type.MAP for t in built.find_all(exp.DataType))
 
 
 def stored_columns(action: RefreshAction, columns: Sequence[Column]) -> list[Column]:
@@ -252,7 +262,8 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
         appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
         _sql(clone, appended).write.format("delta").mode("append").save(location)
         return None
-    source = _wrapped(one_row_per_id(changes, plan_cols, action.derivative.minimal),
+    maps = [c for c, t in zip(plan_cols, targets, strict=False) if _holds_map(t.type)]
+    source = _wrapped(one_row_per_id(changes, plan_cols, action.derivative.minimal, maps),
                       *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), "__dt_rid"),
                       alias(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(DELETE)), "__dt_delete"))
     if action.write == Write.REWRITE:
@@ -298,11 +309,13 @@ def _computed_once(changes: Any) -> tuple[Any, int | None] | None:
     return kept, rows
 
 
-def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool) -> exp.Select:
+def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool,
+                   maps: Collection[str] = ()) -> exp.Select:
     """The change set's rows, one per row id: its INSERT if it has one (new values), else its DELETE. A change set
     left unconsolidated (``minimal`` false, see ``differentiation.pure``) may hold an id whose only rows are a
     DELETE and an INSERT of equal values (an affected group that did not move): it is left out, as consolidation
-    would have, in the same window (no shuffle of its own)."""
+    would have, in the same window (no shuffle of its own). Not where some column holds a map (``maps``: Spark
+    cannot compare them): such an id's INSERT is written again, the same values."""
     def over(fn: exp.Expr) -> exp.Window:  # over the id's rows, INSERT first
         return exp.Window(this=fn, partition_by=[col(METADATA_ROW_ID)],
                           order=exp.Order(expressions=[exp.Ordered(this=col(METADATA_ACTION), desc=True)]))
@@ -312,7 +325,7 @@ def one_row_per_id(changes: exp.Select, columns: Sequence[str], minimal: bool) -
 
     keep: exp.Expr = exp.EQ(this=col("__dt_pick"), expression=exp.Literal.number(1))
     items: list[exp.Expr] = [exp.Star(), alias(over(exp.RowNumber()), "__dt_pick")]
-    if not minimal:
+    if not minimal and not set(maps) & set(columns):
         # NULL-safe throughout: a lone row has no lead, and NOT NULL would drop it
         unchanged = exp.and_(
             exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)),
@@ -441,7 +454,10 @@ def _rewrite_merged(clone: Any, location: str, version: int, direct: overwrite.O
     new[ROW_ID_COLUMN] = col(ROW_ID, "m")
     touched, kept = col(TOUCHED, "m"), col(KEPT, "m")
     in_old = exp.Not(this=exp.Is(this=col(before[ROW_ID_COLUMN], "m"), expression=exp.null()))
-    differs = exp.or_(*(exp.Not(this=exp.NullSafeEQ(this=v.copy(), expression=col(before[n], "m")))
+    # a value holding a map cannot be compared (Spark has no <=> for maps): a touched group's is taken as moved
+    maps = {f.name for f in old.schema.fields if has_map(f.dataType)}
+    differs = exp.or_(*(exp.true() if n in maps else exp.Not(this=exp.NullSafeEQ(this=v.copy(),
+                                                                                  expression=col(before[n], "m")))
                         for n, v in new.items()))
     changed = exp.and_(touched.copy(), exp.or_(exp.not_(in_old.copy()), exp.not_(kept.copy()), differs))
     moved = col("__dt_changed", "m")  # computed once, below the projection of every column that reads it
