@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
+from pyroaring import BitMap64
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -34,7 +37,7 @@ from dtables.changes import deletion_vectors as dv
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
-from dtables.spark.sessions import local_frame
+from dtables.spark.sessions import local_columns
 from dtables.sql.dialect import to_spark
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
@@ -82,36 +85,34 @@ def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileSca
 def _scan_direct(
     spark: Any, location: str, metadata: TableMetadata, schema: T.StructType, scan: FileScan
 ) -> DataFrame:
-    mark_rows, selective, empty = _row_marks(spark, location, scan.row_filters)
+    marks, selective, empty = _row_marks(spark, location, scan.row_filters)
     files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
     tagged = _direct_read(spark, location, metadata, schema, files)
     if len(files) == 1 and files[0].path in empty:
         tagged = tagged.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
-    if mark_rows is not None:
+    if marks is not None:
         # Rows are picked (or left out) by row index before anything is computed for them: a file read for the
         # few rows its vector newly marks costs one pass over its columns, not the per-row work below.
         every_file_picked = len(selective) == len({unquote(f.file_name) for f in files})
-        picked = [(name, row) for name, row, keep in mark_rows if keep]
+        picked = RowMarks([m for m in marks.chunks if m.flags == (True,)])
         if every_file_picked and 0 < len(picked) <= PICKED_AS_LITERALS_MAX:
             # The rows as a filter of literals: a join with them broadcast the rows first, a Spark job each
-            tagged = tagged.where(to_spark(_picked_rows(picked)))
+            tagged = tagged.where(to_spark(_picked_rows(picked.pairs())))
         elif every_file_picked:
-            marks = local_frame(spark, picked, PICKED_SCHEMA)
             # Joined by row index alone (a key of one long, cheap per row); the file name is compared only for
             # the rows whose index some pick has, in the join's condition. As a key it would be hashed for every
             # row, which costs more than the scan itself; two comparisons are no equi-join key to Spark. One
             # broadcast, so one Spark job (a join by index, then one by file and index, took two).
             same_file = (F.col(FILE) >= F.col(_MARK_FILE)) & (F.col(FILE) <= F.col(_MARK_FILE))
-            tagged = tagged.join(F.broadcast(marks), (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file,
-                                 "left_semi")
+            tagged = tagged.join(F.broadcast(picked.frame(spark, PICKED_SCHEMA)),
+                                 (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file, "left_semi")
         else:
-            marks = local_frame(spark, mark_rows, MARK_SCHEMA)
             on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
             keep = F.col(_MARK_KEEP).isNull()
             if selective:
                 keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))) \
                     .otherwise(keep)
-            tagged = tagged.join(F.broadcast(marks), on, "left").where(keep) \
+            tagged = tagged.join(F.broadcast(marks.frame(spark, MARK_SCHEMA)), on, "left").where(keep) \
                 .drop(_MARK_FILE, _MARK_ROW, _MARK_KEEP)
 
     return _identified(tagged, metadata, schema, files)
@@ -195,14 +196,48 @@ ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False
                                  T.StructField(_GONE_END, T.BooleanType(), False)])
 
 
-def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescriptor | None], set[int]]:
+def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescriptor | None], BitMap64]:
     """Decodes a deletion vector of the table at ``location`` into the row indexes it marks (none for no vector)."""
     storage = Storage(spark, location)
 
-    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> set[int]:
-        return set(dv.read_rows(descriptor, location, storage.read_bytes)) if descriptor is not None else set()
+    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> BitMap64:
+        return dv.read_rows(descriptor, location, storage.read_bytes) if descriptor is not None else BitMap64()
 
     return rows_of
+
+
+@dataclass(frozen=True)
+class MarkedRows:
+    """Rows of one data file by their row indexes (a bitmap), with the flags every one of them carries."""
+
+    file_name: str
+    rows: BitMap64
+    flags: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class RowMarks:
+    """The rows deletion vectors mark, per file: made a local relation column by column from the bitmaps, never
+    a Python tuple per row (a vector holds every row ever deleted from its file, which can be millions)."""
+
+    chunks: list[MarkedRows]
+
+    def __len__(self) -> int:
+        return sum(len(c.rows) for c in self.chunks)
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """(file name, row index) per marked row, for a few rows."""
+        return [(c.file_name, r) for c in self.chunks for r in c.rows]
+
+    def frame(self, spark: Any, schema: T.StructType) -> DataFrame:
+        """The rows as a local relation of ``schema``: file name, row index, then one column per flag."""
+        counts = [len(c.rows) for c in self.chunks]
+        names = np.repeat(np.array([c.file_name for c in self.chunks], dtype=object), counts)
+        rows = np.concatenate([np.frombuffer(c.rows.to_array(), dtype=np.uint64).astype(np.int64)
+                               for c in self.chunks]) if self.chunks else np.array([], dtype=np.int64)
+        flags = [np.repeat(np.array([c.flags[i] for c in self.chunks], dtype=bool), counts)
+                 for i in range(len(schema.fields) - 2)]
+        return local_columns(spark, [names, rows, *flags], schema)
 
 
 def _not_in(files: tuple[FileAction, ...], paths: set[str]) -> Column:
@@ -224,21 +259,24 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
     if not files:
         raise ValueError("a read of two versions needs a file at one of them")
     rows_of = _vector_rows(spark, location)
-    marks: list[tuple[str, int, bool, bool]] = []
+    chunks: list[MarkedRows] = []
     for path in at_start.keys() | at_end.keys():
         s, e = at_start.get(path), at_end.get(path)
         gone_start = rows_of(s.deletion_vector if s is not None else None)
         gone_end = rows_of(e.deletion_vector if e is not None else None)
         name = unquote(path.rsplit("/", 1)[-1])
-        marks += [(name, r, s is None or r in gone_start, e is None or r in gone_end)
-                  for r in sorted(gone_start | gone_end)]
+        # a version that does not list the file holds none of its rows
+        parts = ((gone_start & gone_end, True, True), (gone_start - gone_end, True, e is None),
+                 (gone_end - gone_start, s is None, True))
+        chunks += [MarkedRows(name, rows, (start, end)) for rows, start, end in parts if rows]
+    marks = RowMarks(chunks)
     tagged = _direct_read(spark, location, metadata, schema, files)
     # A file only one version lists (appended, or rewritten by copy-on-write) is left out of the other; usually
     # few, so a set lookup per row (IN becomes a hash set) rather than a map of every file.
     in_start, in_end = _not_in(files, at_end.keys() - at_start.keys()), _not_in(files, at_start.keys() - at_end.keys())
-    if marks:
+    if marks.chunks:
         on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
-        tagged = tagged.join(F.broadcast(local_frame(spark, marks, ENDS_MARK_SCHEMA)), on, "left")
+        tagged = tagged.join(F.broadcast(marks.frame(spark, ENDS_MARK_SCHEMA)), on, "left")
         unmarked = F.col(_MARK_FILE).isNull()
         in_start = F.when(unmarked, in_start).otherwise(~F.col(_GONE_START))
         in_end = F.when(unmarked, in_end).otherwise(~F.col(_GONE_END))
@@ -250,13 +288,13 @@ def scan_ends(spark: Any, location: str, metadata: TableMetadata, start: tuple[F
 def without_marked_rows(spark: Any, location: str, raw: DataFrame, files: tuple[FileAction, ...]) -> DataFrame:
     """``raw``, a parquet read of ``files``, without the rows their deletion vectors mark (its own columns)."""
     filters = tuple(RowFilter(f.path, f.deletion_vector) for f in files if f.deletion_vector is not None)
-    mark_rows, _, _ = _row_marks(spark, location, filters)
-    if mark_rows is None:
+    marks, _, _ = _row_marks(spark, location, filters)
+    if marks is None:
         return raw
-    marks = local_frame(spark, mark_rows, MARK_SCHEMA)
     tagged = raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
     on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
-    return tagged.join(F.broadcast(marks), on, "left_anti").select(*[F.col(quote_column(c)) for c in raw.columns])
+    return tagged.join(F.broadcast(marks.frame(spark, MARK_SCHEMA)), on, "left_anti") \
+        .select(*[F.col(quote_column(c)) for c in raw.columns])
 
 
 PICKED_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
@@ -267,28 +305,27 @@ MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),
 
 
 def _row_marks(spark: Any, location: str, filters: tuple[RowFilter, ...]
-               ) -> tuple[list[tuple[str, int, bool]] | None, set[str], set[str]]:
-    """The deletion vectors of ``filters`` decoded into (file name, row index, keep) rows (None: no filter):
-    ``keep`` false for a row a file's vector marks deleted, true for a row a selective filter reads; then the file
-    names of the selective filters (their other rows are not read) and the paths whose filter keeps no row at
-    all."""
+               ) -> tuple[RowMarks | None, set[str], set[str]]:
+    """The deletion vectors of ``filters`` decoded into marked rows (None: no filter), each flagged ``keep``: false
+    for a row a file's vector marks deleted, true for a row a selective filter reads; then the file names of the
+    selective filters (their other rows are not read) and the paths whose filter keeps no row at all."""
     if not filters:
         return None, set(), set()
     rows_of = _vector_rows(spark, location)
-    marks: list[tuple[str, int, bool]] = []
+    chunks: list[MarkedRows] = []
     selective: set[str] = set()
     empty: set[str] = set()
     for f in filters:
         name = unquote(f.path.rsplit("/", 1)[-1])
         if f.selective:
-            wanted = rows_of(f.only) - rows_of(f.minus)
+            wanted = rows_of(f.only) - rows_of(f.minus)  # in C: the history both vectors hold is never listed
             selective.add(name)
             if not wanted:
                 empty.add(f.path)
-            marks += [(name, r, True) for r in sorted(wanted)]
+            chunks.append(MarkedRows(name, wanted, (True,)))
         else:
-            marks += [(name, r, False) for r in sorted(rows_of(f.minus))]
-    return marks, selective, empty
+            chunks.append(MarkedRows(name, rows_of(f.minus), (False,)))
+    return RowMarks([c for c in chunks if c.rows]), selective, empty
 
 
 def change_data_frame(spark: Any, location: str, metadata: TableMetadata,

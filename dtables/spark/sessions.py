@@ -74,11 +74,18 @@ def local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     unpickles its rows in a Python worker: a broadcast join with the 2,000 row marks of a change read took a job of
     115-135 ms on the 2-core benchmark machine, as Arrow batches collected in the JVM one of 15-20 ms. Spark Connect
     sends local rows as Arrow already."""
-    if is_connect(spark):
-        return spark.createDataFrame(rows, schema)
+    columns = list(zip(*rows)) if rows else [() for _ in schema.fields]
+    return local_columns(spark, [list(values) for values in columns], schema)
+
+
+def local_columns(spark: Any, columns: list[Any], schema: Any) -> Any:
+    """``local_frame`` of its columns: one sequence of values (a list, or a NumPy array built without a Python
+    object per value) per field of ``schema``, all of one length."""
     import pyarrow as pa  # PySpark's own dependency for its SQL module; imported where local rows are made
 
     types = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}
-    columns = list(zip(*rows)) if rows else [() for _ in schema.fields]
-    return spark.createDataFrame(pa.table({f.name: pa.array(list(values), types[f.dataType.typeName()])
-                                           for f, values in zip(schema.fields, columns)}), schema)
+    table = pa.table({f.name: pa.array(values, types[f.dataType.typeName()])
+                      for f, values in zip(schema.fields, columns)})
+    if is_connect(spark):
+        return spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], schema)
+    return spark.createDataFrame(table, schema)

@@ -187,12 +187,12 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
     name in its condition: after random DML over several files, the last DELETE's interval (and random ones) equal
     the oracle, and the join really ran when the limit says so."""
     joined: list[int] = []
-    frame = scan.local_frame
+    frame = scan.local_columns
 
-    def spied(spark: Any, rows: Any, schema: Any) -> Any:
+    def spied(spark: Any, columns: Any, schema: Any) -> Any:
         if schema is scan.PICKED_SCHEMA:
-            joined.append(len(rows))
-        return frame(spark, rows, schema)
+            joined.append(len(columns[0]))
+        return frame(spark, columns, schema)
 
     made: list[str] = []
 
@@ -202,7 +202,7 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
 
     with pytest.MonkeyPatch.context() as patch:  # hypothesis runs every example in one test call: one context each
         patch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
-        patch.setattr(scan, "local_frame", spied)
+        patch.setattr(scan, "local_columns", spied)
         check_history(spark, recording_make_table, run, [SPREAD, *history, LAST_SPREAD, LAST_DELETE],
                       [(-2, -1), *cuts], DELETION_VECTORS)
     latest = open_log(spark, made[-1]).latest_version
