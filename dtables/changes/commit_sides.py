@@ -73,8 +73,9 @@ class CommitSides:
         return run_statement(spark, query, self.frames)
 
 
-def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
-    """The sides of ``plan``'s interval (module docstring): its file scans as frames, the rest as CTEs."""
+def commit_sides(spark: Any, plan: ChangePlan, only: frozenset[str] | None = None) -> CommitSides:
+    """The sides of ``plan``'s interval (module docstring): its file scans as frames, the rest as CTEs. ``only``:
+    the table columns the caller reads, as ``scan.scan_files``'s ``columns``."""
     reads, location, start = plan.commit_reads, plan.interval.location, plan.interval.start_version
     assert reads is not None
     sides = CommitSides(plan)
@@ -97,7 +98,7 @@ def commit_sides(spark: Any, plan: ChangePlan) -> CommitSides:
         deaths = [d.select(_settled(False)) for d in deaths]
     for gone in reads.gone:
         for files, settled in _by_birth(gone.scan.files, start) if several else ((gone.scan.files, None),):
-            rows = sides.frame(scan_files(spark, location, plan.metadata, gone.scan.restricted(files)))
+            rows = sides.frame(scan_files(spark, location, plan.metadata, gone.scan.restricted(files), only))
             death = exp.select(*keep, _at(gone.versions)).from_(rows)
             deaths.append(death.select(_settled(settled)) if settled is not None else death)
     sides.ctes.append((_DIED, _union(spark, sides, deaths, with_version=True, settled=several)))
@@ -131,10 +132,10 @@ def gone_and_alive(spark: Any, plan: ChangePlan) -> tuple[DataFrame, DataFrame]:
     return sides.run(spark, exp.select("*").from_(_GONE)), sides.run(spark, exp.select("*").from_(_ALIVE))
 
 
-def delta_rows(spark: Any, plan: ChangePlan) -> DataFrame:
+def delta_rows(spark: Any, plan: ChangePlan, only: frozenset[str] | None = None) -> DataFrame:
     """The redundant delta of the interval (table columns, ``__action``, ``__row_id``): the gone side as DELETEs
-    and the alive side as INSERTs, in one statement."""
-    sides = commit_sides(spark, plan)
+    and the alive side as INSERTs, in one statement; ``only`` as for ``commit_sides``."""
+    sides = commit_sides(spark, plan, only)
     row_id = exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), ROW_ID, quoted=True)
     columns = [column(c) for c in sides.columns]
     parts = [exp.select(*columns, exp.alias_(exp.Literal.string(action), ACTION, quoted=True), row_id).from_(side)

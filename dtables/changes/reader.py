@@ -64,6 +64,7 @@ from dtables.changes.scan import (
     RCV,
     RID,
     column,
+    picked_on_driver,
     scan_ends,
     scan_files,
     table_schema,
@@ -261,7 +262,11 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     # picked by vector are checkpointed, as before: TPC-H's RF2 held that way (5,747 lineitems) ran 0.84x of FULL
     # warm, cause not established.
     picks = bound is not None and _picks_rows(spark, plan)
-    hold = bound is not None and not picks and plan.shape == Shape.MINIMIZE and bound <= driver_rows_max(spark)
+    # Rows picked by vector that pyarrow reads on the driver (``picked_rows``) are held with the rest of the read:
+    # no scan is left to compute once. Picked by a Spark scan, they are checkpointed as before: TPC-H's RF2 held
+    # that way (5,747 lineitems, collected from the scan) ran 0.84x of FULL warm, cause not established.
+    hold = bound is not None and bound <= driver_rows_max(spark) and (
+        _picks_on_driver(spark, plan) if picks else plan.shape == Shape.MINIMIZE)
     if bound is None or not (picks or hold):
         # Every refresh of this interval reads the same rows: the read's plan (its files, per-file row ids, copies
         # left out) is built once per application (`plan_once`), as snapshots are; the files are checked each time,
@@ -277,7 +282,7 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
         read = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
         return _without_unchanged(plan, read, compared)
     read = read_once_shared(spark, (*key, tuple(sorted(only))), bound,
-                            lambda: _narrowed(_redundant_delta(spark, plan), only), hold=hold)
+                            lambda: _narrowed(_redundant_delta(spark, plan, only=only), only), hold=hold)
     return _without_unchanged(plan, _widened(plan, read), compared)
 
 
@@ -369,6 +374,14 @@ def _picks_rows(spark: Any, plan: ChangePlan) -> bool:
     return any(r.selective for scan in _data_scans(spark, plan) for r in scan.row_filters)
 
 
+def _picks_on_driver(spark: Any, plan: ChangePlan) -> bool:
+    """Whether the rows the read picks by vector are read on the driver (``picked_rows``): each scan that picks
+    rows picks them out of every file it reads."""
+    return all(picked_on_driver(spark, plan.interval.location, plan.metadata)
+               and all(r.selective for r in scan.row_filters)
+               for scan in _data_scans(spark, plan) if any(r.selective for r in scan.row_filters))
+
+
 def _data_scans(spark: Any, plan: ChangePlan) -> tuple[FileScan, ...]:
     """The scans of data files the redundant delta reads (none of a commit's when it wrote change data)."""
     scans = plan.commit_reads.scans if _by_commit(spark, plan) and plan.commit_reads else (plan.removed, plan.added)
@@ -380,7 +393,9 @@ def _by_commit(spark: Any, plan: ChangePlan) -> bool:
     return plan.commit_reads is not None and plan.information == ChangeFormat.DEFAULT and change_data_files(spark)
 
 
-def _redundant_delta(spark: Any, plan: ChangePlan, checked: bool = False) -> DataFrame:
+def _redundant_delta(spark: Any, plan: ChangePlan, checked: bool = False,
+                     only: frozenset[str] | None = None) -> DataFrame:
+    """``redundant_delta``'s rows; ``only``: as ``scan.scan_files``'s ``columns`` (the others may be NULL)."""
     columns = _columns(plan)
     out_schema = T.StructType(
         table_schema(plan.metadata).fields
@@ -391,13 +406,13 @@ def _redundant_delta(spark: Any, plan: ChangePlan, checked: bool = False) -> Dat
     if not checked:
         check_files_retained(spark, plan, commit_reads=_by_commit(spark, plan))
     if plan.removed is not None and plan.added is not None:
-        return _without_copies(spark, plan, columns)
-    parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan), action, columns)
+        return _without_copies(spark, plan, columns, only)
+    parts = [_delta_rows(plan, scan_files(spark, plan.interval.location, plan.metadata, scan, only), action, columns)
              for scan, action in ((plan.removed, DELETE), (plan.added, INSERT)) if scan is not None]
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
-def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFrame:
+def _without_copies(spark: Any, plan: ChangePlan, columns: list[str], only: frozenset[str] | None) -> DataFrame:
     """The redundant delta of an interval that removed and added files (copy-on-write DELETE, UPDATE, MERGE),
     without the rows those commits copied unchanged.
 
@@ -413,9 +428,9 @@ def _without_copies(spark: Any, plan: ChangePlan, columns: list[str]) -> DataFra
     location, start = plan.interval.location, plan.interval.start_version
     assert plan.removed is not None and plan.added is not None
     if _by_commit(spark, plan):
-        return delta_rows(spark, plan)
-    removed = scan_files(spark, location, plan.metadata, plan.removed)
-    added = scan_files(spark, location, plan.metadata, plan.added)
+        return delta_rows(spark, plan, only)
+    removed = scan_files(spark, location, plan.metadata, plan.removed, only)
+    added = scan_files(spark, location, plan.metadata, plan.added, only)
     copied_ids = added.where(F.col(RCV) <= start).select(F.col(RID).alias("__copied"))
     gone_ids = removed.select(F.col(RID).alias("__gone")).join(
         copied_ids, F.col("__gone") == F.col("__copied"), "left_anti")

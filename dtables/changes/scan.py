@@ -34,9 +34,12 @@ from sqlglot import exp
 
 from dtables.catalog import quote_column
 from dtables.changes import deletion_vectors as dv
+from dtables.changes import picked_rows
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
+from dtables.changes.shared_reads import driver_rows_max
 from dtables.changes.storage import Storage, join
+from dtables.spark.fs import local_path
 from dtables.spark.sessions import local_columns
 from dtables.sql.dialect import to_spark
 
@@ -73,20 +76,32 @@ def _literal(value: Any) -> exp.Expr:
     return exp.Literal.number(value) if isinstance(value, int) else exp.Literal.string(str(value))
 
 
-def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileScan) -> DataFrame:
+def scan_files(spark: Any, location: str, metadata: TableMetadata, scan: FileScan,
+               columns: frozenset[str] | None = None) -> DataFrame:
     """Rows of ``scan``'s files: table columns (schema of ``metadata``, in order), ``__rid``, ``__rcv``,
-    ``__file``, ``__fresh``."""
+    ``__file``, ``__fresh``. ``columns``: the only table columns the caller reads (lower case; None: every one);
+    rows picked on the driver (``picked_rows``) have the others NULL, not decoded (Spark's scans prune them by
+    themselves)."""
     schema = table_schema(metadata)
     if scan.direct:
-        return _scan_direct(spark, location, metadata, schema, scan)
+        return _scan_direct(spark, location, metadata, schema, scan, columns)
     return _scan_delta(spark, location, schema, scan)
 
 
-def _scan_direct(
-    spark: Any, location: str, metadata: TableMetadata, schema: T.StructType, scan: FileScan
-) -> DataFrame:
+def _scan_direct(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType, scan: FileScan,
+                 columns: frozenset[str] | None) -> DataFrame:
     marks, selective, empty = _row_marks(spark, location, scan.row_filters)
     files = tuple(f for f in scan.files if f.path not in empty) or scan.files[:1]
+    if marks is not None and selective:
+        picking = tuple(f for f in files if unquote(f.file_name) in selective)
+        picked = RowMarks([m for m in marks.chunks if m.flags == (True,)])
+        held = _picked_on_driver(spark, location, metadata, schema, picking, picked, columns)
+        if held is not None and len(picking) == len(files):
+            return _identified(held, metadata, schema, files)
+        if held is not None:  # the files read whole (less their vectors' rows) are Spark's to scan
+            rest = scan.restricted(tuple(f for f in scan.files if unquote(f.file_name) not in selective))
+            return _identified(held, metadata, schema, picking).unionByName(
+                _scan_direct(spark, location, metadata, schema, rest, columns))
     tagged = _direct_read(spark, location, metadata, schema, files)
     if len(files) == 1 and files[0].path in empty:
         tagged = tagged.where(F.lit(False))  # every file's filter keeps no row: an empty read with the right schema
@@ -180,12 +195,44 @@ def _direct_read(spark: Any, location: str, metadata: TableMetadata, schema: T.S
                  files: tuple[FileAction, ...]) -> DataFrame:
     """The parquet columns of ``files`` (materialized row-tracking columns included), with ``__file`` and the row
     index."""
-    partition_columns = set(metadata.partition_columns)
-    read_fields = [f for f in schema.fields if f.name not in partition_columns]
-    tracking = (metadata.materialized_row_id_column, metadata.materialized_row_commit_version_column)
-    read_fields += [T.StructField(c, T.LongType(), True) for c in tracking if c]
-    raw = spark.read.schema(T.StructType(read_fields)).parquet(*[join(location, unquote(f.path)) for f in files])
+    raw = spark.read.schema(T.StructType(_read_fields(metadata, schema))).parquet(
+        *[join(location, unquote(f.path)) for f in files])
     return raw.select("*", F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(_ROW_INDEX))
+
+
+def _read_fields(metadata: TableMetadata, schema: T.StructType) -> list[T.StructField]:
+    """The fields a direct read takes from the parquet files: the table's but its partition columns, then the
+    materialized row-tracking columns."""
+    partition_columns = set(metadata.partition_columns)
+    tracking = (metadata.materialized_row_id_column, metadata.materialized_row_commit_version_column)
+    return [*[f for f in schema.fields if f.name not in partition_columns],
+            *[T.StructField(c, T.LongType(), True) for c in tracking if c]]
+
+
+def picked_on_driver(spark: Any, location: str, metadata: TableMetadata) -> bool:
+    """Whether rows that deletion vectors pick out of the table's files are read on the driver (``picked_rows``),
+    up to ``shared_reads.driver_rows_max`` of them."""
+    return picked_rows.on_driver(spark, location, _read_fields(metadata, table_schema(metadata)))
+
+
+def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType,
+                      files: tuple[FileAction, ...], marks: RowMarks, columns: frozenset[str] | None
+                      ) -> DataFrame | None:
+    """The rows the vectors of ``files`` newly mark, read by pyarrow on the driver (``picked_rows``) as a local
+    relation with ``_direct_read``'s columns; None where that read does not apply (then Spark scans)."""
+    fields = _read_fields(metadata, schema)
+    if len(marks) > driver_rows_max(spark) or not picked_on_driver(spark, location, metadata):
+        return None
+    paths = {unquote(f.file_name): local_path(join(location, unquote(f.path))) for f in files}
+    tracking = {c.lower() for c in (metadata.materialized_row_id_column,
+                                    metadata.materialized_row_commit_version_column) if c}
+    wanted = None if columns is None else frozenset({c.lower() for c in columns} | tracking)
+    picked = [picked_rows.PickedFile(paths[m.file_name], m.file_name, m.rows) for m in marks.chunks]
+    table = picked_rows.read(picked, fields, wanted, FILE, _ROW_INDEX)
+    if table is None:
+        return None
+    return spark.createDataFrame(table, T.StructType([*fields, T.StructField(FILE, T.StringType(), True),
+                                                      T.StructField(_ROW_INDEX, T.LongType(), True)]))
 
 
 AT_START, AT_END = "__at_start", "__at_end"

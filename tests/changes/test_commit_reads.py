@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dtables.changes import Bound, plan_changes, read_changes, resolve_interval
-from dtables.changes import scan
+from dtables.changes import picked_rows, scan
 from dtables.changes.interval import open_log
 from dtables.changes.reader import CHANGE_DATA_FILES, redundant_delta
 from test_change_properties import DELETION_VECTORS, check_history
@@ -85,22 +85,37 @@ def _interval(spark: Any, table: str, start: int, end: int) -> Any:
     return resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
 
 
-@pytest.mark.parametrize("properties, picked_as_literals_max", [
-    (COPY_ON_WRITE, scan.PICKED_AS_LITERALS_MAX), (DELETION_VECTORS, scan.PICKED_AS_LITERALS_MAX),
-    (DELETION_VECTORS, 0),  # the rows a vector marked picked by a broadcast join, as for more than the literals' limit
+@pytest.mark.parametrize("properties, picked_as_literals_max, on_driver", [
+    (COPY_ON_WRITE, scan.PICKED_AS_LITERALS_MAX, False), (DELETION_VECTORS, scan.PICKED_AS_LITERALS_MAX, False),
+    (DELETION_VECTORS, 0, False),  # the rows a vector marked picked by a broadcast join, past the literals' limit
+    (DELETION_VECTORS, scan.PICKED_AS_LITERALS_MAX, True),  # picked by pyarrow on the driver (the default)
 ])
 def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any, monkeypatch: Any, properties: str,
-                                          picked_as_literals_max: int) -> None:
+                                          picked_as_literals_max: int, on_driver: bool) -> None:
     """A scattered UPDATE rewrites (or marks rows in) every file; its change read reads its change data and no
-    data file, and so does a copy-on-write DELETE after it (one with vectors reads the rows it marked, as a filter of
-    literals or by joins); an append inside the interval is read from its own files."""
+    data file, and so does a copy-on-write DELETE after it (one with vectors reads the rows it marked, on the
+    driver, or in Spark as a filter of literals or by joins); an append inside the interval is read from its own
+    files."""
     monkeypatch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
+    spark.conf.set(picked_rows.PICK_ON_DRIVER, str(on_driver).lower())
+    on_the_driver: list[int] = []
+    read_picked = picked_rows.read
+    monkeypatch.setattr(picked_rows, "read", lambda *a, **k: on_the_driver.append(1) or read_picked(*a, **k))
+    try:
+        _check_update_reads(spark, make_table, run, monkeypatch, properties, picked_as_literals_max)
+    finally:
+        spark.conf.unset(picked_rows.PICK_ON_DRIVER)
+    assert bool(on_the_driver) == (properties == DELETION_VECTORS and on_driver)
+
+
+def _check_update_reads(spark: Any, make_table: Any, run: Any, monkeypatch: Any, properties: str,
+                        picked_as_literals_max: int) -> None:
     as_literals: list[int] = []
-    picked_rows = scan._picked_rows
+    literal_filter = scan._picked_rows
 
     def spied(rows: list[tuple[str, int]]) -> Any:
         as_literals.append(len(rows))
-        return picked_rows(rows)
+        return literal_filter(rows)
 
     monkeypatch.setattr(scan, "_picked_rows", spied)
     table = make_table("id INT, name STRING", properties)
@@ -131,7 +146,8 @@ def test_an_update_reads_change_data_only(spark: Any, make_table: Any, run: Any,
                 for i in range(40) if i % 10 in (3, 4)]
     expected += [(i, "y" if i == 3 else "x", "INSERT", True, 5 if i == 3 else 2) for i in range(40) if i % 10 == 3]
     assert got == sorted(expected + [(100, "y", "INSERT", False, 5)])
-    assert bool(as_literals) == (properties == DELETION_VECTORS and picked_as_literals_max > 0)
+    on_driver = spark.conf.get(picked_rows.PICK_ON_DRIVER) == "true"
+    assert bool(as_literals) == (properties == DELETION_VECTORS and picked_as_literals_max > 0 and not on_driver)
 
 
 def test_a_commit_that_rewrote_files_without_change_data_falls_back(spark: Any, make_table: Any, run: Any,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dtables.changes import Bound, redundant_delta, resolve_interval
-from dtables.changes import shared_reads
+from dtables.changes import picked_rows, shared_reads
 from dtables.spark.jobs import SparkWork
 
 VECTORS = "delta.enableChangeDataFeed = true, delta.enableRowTracking = true, delta.enableDeletionVectors = true"
@@ -28,14 +28,25 @@ def _read(spark: Any, table: str, start: int, end: int) -> tuple[Any, int]:
     return df, work.cost.jobs
 
 
+def _other(spark: Any) -> Any:
+    """A refresh's clone: its own settings (the picked rows' switch as ``spark`` has it), the same application."""
+    session = spark.newSession()
+    session.conf.set(picked_rows.PICK_ON_DRIVER, spark.conf.get(picked_rows.PICK_ON_DRIVER, "true"))
+    return session
+
+
 @pytest.fixture
 def deleted(spark: Any, make_table: Any, run: Any) -> str:
     """A table with vectors: 200 rows in one file (version 1), then scattered DELETEs (versions 2 and 3), which
-    write no change data: their rows are picked out of the file by row index."""
+    write no change data: their rows are picked out of the file by row index, here by a Spark scan (as for a
+    remote table, nested columns or more rows than the driver holds; ``test_picked_rows`` reads them on the
+    driver), which the first read computes and checkpoints."""
     table = make_table("k INT, v STRING", VECTORS)
     run(table, "INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING) FROM range(200)",
         "DELETE FROM {t} WHERE k % 10 = 3", "DELETE FROM {t} WHERE k % 10 = 7")
+    spark.conf.set(picked_rows.PICK_ON_DRIVER, "false")
     yield table
+    spark.conf.unset(picked_rows.PICK_ON_DRIVER)
     shared_reads.forget_all(spark)
 
 
@@ -44,7 +55,7 @@ def test_a_second_read_of_the_interval_runs_no_job_even_from_another_session(spa
     assert jobs >= 1  # the checkpoint is computed here
     expected = _rows(first)
     assert len(expected) == 20 and {a for _, _, a, _ in expected} == {"DELETE"}
-    other = spark.newSession()  # a refresh's clone: its own settings and temp views, the same application
+    other = _other(spark)  # a refresh's clone: its own settings and temp views, the same application
     again, jobs = _read(other, deleted, 1, 2)
     assert jobs == 0
     assert _rows(again) == expected
@@ -90,12 +101,12 @@ def test_a_snapshot_plan_is_built_once_for_every_session_reading_its_version(spa
         sources = IntervalSources(session, {deleted: interval})
         return Counter(tuple(r) for r in session.table(sources.snapshot(deleted, "end").strip("`")).collect())
 
-    first = end_rows(spark.newSession())
+    first = end_rows(_other(spark))
     assert len(first) == 160 and decoded  # the vector was decoded to leave its 40 rows out
     seen = len(decoded)
-    assert end_rows(spark.newSession()) == first  # another refresh's session: the same rows ...
+    assert end_rows(_other(spark)) == first  # another refresh's session: the same rows ...
     assert len(decoded) == seen  # ... from the kept plan, no vector decoded again
-    off = spark.newSession()
+    off = _other(spark)
     off.conf.set(shared_reads.SHARED_READS, "false")
     assert end_rows(off) == first and len(decoded) > seen
 
@@ -123,19 +134,19 @@ def test_a_change_read_plan_is_built_once_and_its_files_checked_at_every_read(sp
         return Counter((r["k"], r["v"], r["__action"]) for r in df.collect())
 
     try:
-        every = read(spark.newSession(), None)
+        every = read(_other(spark), None)
         assert every == Counter({(k, "a", "DELETE"): 1 for k in range(3)} | {(k, "b", "INSERT"): 1 for k in range(3)}
                                 | {(100, "c", "INSERT"): 1})
         assert len(built) == 1
         # another refresh's session, reading only k and w: the update is no change to it; the plan is not rebuilt
-        assert read(spark.newSession(), frozenset({"k", "w"})) == Counter({(100, "c", "INSERT"): 1})
-        assert read(spark.newSession(), None) == every and len(built) == 1
+        assert read(_other(spark), frozenset({"k", "w"})) == Counter({(100, "c", "INSERT"): 1})
+        assert read(_other(spark), None) == every and len(built) == 1
         # a file of the interval gone (as VACUUM would): the next read says so, though its plan is kept
         location = spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].replace("file:", "")
         for path in glob.glob(os.path.join(location, "*.parquet")):
             os.remove(path)
         with pytest.raises(HistoryNotRetained):
-            read(spark.newSession(), None)
+            read(_other(spark), None)
     finally:
         shared_reads.forget_all(spark)
 
@@ -162,23 +173,27 @@ def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver(spark: Any, mak
         spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
 
 
-def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: str, make_table: Any, run: Any):
+@pytest.mark.parametrize("pick_on_driver", [False, True])
+def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: str, make_table: Any, run: Any,
+                                                          pick_on_driver: bool):
     """The same rows, ids included, whether the driver holds the read or it is read from the files: a mix of
-    appends and updates with NULLs and duplicates; the driver does not hold reads of rows picked by vector
-    (deletes only, and the mix with a DELETE)."""
+    appends and updates with NULLs and duplicates; the driver holds reads of rows picked by vector (deletes only,
+    and the mix with a DELETE) only where it picks them itself (``picked_rows``)."""
     mixed = make_table("k INT, v STRING", VECTORS)
     run(mixed, "INSERT INTO {t} SELECT CAST(id % 7 AS INT), CAST(id % 3 AS STRING) FROM range(40)",
         "INSERT INTO {t} VALUES (NULL, NULL), (1, '1'), (1, '1')", "UPDATE {t} SET v = NULL WHERE k = 2",
         "UPDATE {t} SET v = 'x' WHERE v IS NULL", "DELETE FROM {t} WHERE k = 3")
-    # (1, 4]: appends and updates, held; (1, 5] adds a DELETE whose rows are picked by vector: checkpointed
+    # (1, 4]: appends and updates, held; (1, 5] adds a DELETE whose rows are picked by vector: checkpointed where
+    # a Spark scan picks them
+    spark.conf.set(picked_rows.PICK_ON_DRIVER, str(pick_on_driver).lower())
     for table, start, end in ((deleted, 1, 3), (mixed, 1, 4), (mixed, 1, 5)):
         found = {}
         for limit in ("10000", "-1"):
             spark.conf.set(shared_reads.DRIVER_ROWS_MAX, limit)
             try:
                 df, _ = _read(spark, table, start, end)
-                # rows picked by vector are checkpointed: the driver holds reads of change data and new files
-                assert shared_reads.is_on_driver(df) is (limit != "-1" and table == mixed and end == 4)
+                held = limit != "-1" and (pick_on_driver or table == mixed and end == 4)
+                assert shared_reads.is_on_driver(df) is held, (table, end, limit)
                 found[limit] = _rows(df)
             finally:
                 spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
@@ -199,8 +214,8 @@ def test_a_read_narrowed_to_some_columns_is_kept_apart_and_holds_the_others_null
 
     every, jobs, columns = read(spark, None)
     assert jobs >= 1 and len(every) == 20
-    narrow, jobs, narrow_columns = read(spark.newSession(), frozenset({"K", "other"}))
+    narrow, jobs, narrow_columns = read(_other(spark), frozenset({"K", "other"}))
     assert jobs >= 1 and narrow_columns == columns  # its own read, the same columns
     assert narrow == Counter({(k, None, a, r): n for (k, _, a, r), n in every.items()})
-    assert read(spark.newSession(), frozenset({"k"}))[:2] == (narrow, 0)  # shared with the same columns
-    assert read(spark.newSession(), frozenset({"k", "v"}))[:2] == (every, 0)  # every column: the first read
+    assert read(_other(spark), frozenset({"k"}))[:2] == (narrow, 0)  # shared with the same columns
+    assert read(_other(spark), frozenset({"k", "v"}))[:2] == (every, 0)  # every column: the first read

@@ -1,0 +1,147 @@
+"""Rows picked out of data files by deletion vector, read on the driver with pyarrow instead of a Spark scan.
+
+A DELETE with deletion vectors writes no change data: the rows it deleted are found by their row indexes, the
+rows its new vectors mark and the old ones did not. Spark finds them by scanning every such file whole with
+``_metadata.row_index`` and joining the indexes: a scattered DELETE of 0.1% of a 10M-row table touches every file,
+so its change read was a job of 0.3-0.45 s on the 2-core benchmark machine, most of a refresh (bench/README.md).
+Here each file's row groups that hold a picked row are decoded by pyarrow (the columns the caller reads only, on
+the driver's threads, no job), the picked rows taken by position (a Parquet file's rows are in row-index order),
+and the few rows made a local relation: the plans above read and broadcast it without a job, as rows the driver
+holds (``shared_reads.on_driver``).
+
+Only where that read gives exactly what Spark's would: a local table location (a remote one goes through Hadoop's
+FileSystem, which pyarrow does not share), no column mapping (``scan``'s direct reads already need that), flat
+columns of types whose Parquet encodings pyarrow decodes as Spark does, files written without Spark's legacy
+calendar rebase, and at most ``shared_reads.driver_rows_max`` rows. Anywhere else the Spark scan runs as before;
+``spark.dtables.changes.pickOnDriver = false`` forces it (to compare the two).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pyroaring import BitMap64
+from pyspark.sql import types as T
+
+from dtables.spark.fs import is_local
+
+PICK_ON_DRIVER = "spark.dtables.changes.pickOnDriver"
+
+# Spark types whose Parquet values pyarrow decodes to the same values (nested types, intervals, variants and
+# collated strings are left to Spark's reader, whose field resolution and conversions differ in details)
+_FLAT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+         T.DecimalType, T.BinaryType, T.DateType, T.TimestampType, T.TimestampNTZType)
+# Key-value metadata Spark writes into a file whose dates or timestamps it rebased to the legacy hybrid calendar
+_LEGACY_CALENDAR = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+
+
+@dataclass(frozen=True)
+class PickedFile:
+    """One data file's rows to read: its local path, the name the read tags its rows with, and their row indexes."""
+
+    path: str
+    name: str
+    rows: BitMap64
+
+
+def on_driver(spark: Any, location: str, fields: Iterable[T.StructField]) -> bool:
+    """Whether rows picked out of the files of a table at ``location`` with these read fields are read here:
+    ``PICK_ON_DRIVER`` on (the default), the location local, every field flat."""
+    return str(spark.conf.get(PICK_ON_DRIVER, "true")).lower() != "false" and is_local(location) \
+        and all(_flat(f.dataType) for f in fields)
+
+
+def _flat(data_type: T.DataType) -> bool:
+    if isinstance(data_type, T.StringType):  # the default collation only: others compare and hash differently
+        return getattr(data_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    return isinstance(data_type, _FLAT)
+
+
+def read(files: list[PickedFile], fields: list[T.StructField], wanted: frozenset[str] | None, file_column: str,
+         row_index_column: str) -> Any:
+    """The picked rows of ``files`` as a pyarrow table: ``fields`` (Spark's read schema, in order; a field not in
+    ``wanted``, lower-case names, comes back NULL without being decoded; None wants every one), then the file's
+    name and the row index. None where some file cannot be read exactly (legacy calendar, a name two columns of
+    the file share without case): the caller scans with Spark instead."""
+    import pyarrow as pa  # PySpark's own dependency for its SQL module
+
+    with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1) or 1) as pool:
+        parts = list(pool.map(lambda f: _read_file(f, fields, wanted, file_column, row_index_column), files))
+    if any(p is None for p in parts):
+        return None
+    schema = _arrow_schema(fields, file_column, row_index_column)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _arrow_schema(fields: list[T.StructField], file_column: str, row_index_column: str) -> Any:
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return pa.schema([*[pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in fields],
+                      pa.field(file_column, pa.string()), pa.field(row_index_column, pa.int64())])
+
+
+def _read_file(picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None, file_column: str,
+               row_index_column: str) -> Any:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(picked.path, coerce_int96_timestamp_unit="us") as parquet:
+        return _read_open(parquet, picked, fields, wanted, file_column, row_index_column)
+
+
+def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None,
+               file_column: str, row_index_column: str) -> Any:
+    import pyarrow as pa
+
+    if _legacy_calendar(parquet.metadata.metadata or {}, fields):
+        return None
+    # Spark resolves a read schema's names in the file without case (spark.sql.caseSensitive is off by default);
+    # a missing column (added to the table after the file was written) reads as NULL
+    names: dict[str, str] = {}
+    for name in parquet.schema_arrow.names:
+        if name.lower() in names:
+            return None
+        names[name.lower()] = name
+    decoded = [f for f in fields if (wanted is None or f.name.lower() in wanted) and f.name.lower() in names]
+    rows = np.frombuffer(picked.rows.to_array(), dtype=np.uint64).astype(np.int64)
+    total = parquet.metadata.num_rows
+    if len(rows) and rows[-1] >= total:
+        raise ValueError(f"a deletion vector of {picked.path} marks row {rows[-1]}, past its {total} rows")
+    starts = np.cumsum([0] + [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)])
+    pieces = []
+    for group in np.unique(np.searchsorted(starts, rows, side="right") - 1):  # only the groups a picked row is in
+        in_group = rows[(rows >= starts[group]) & (rows < starts[group + 1])]
+        table = parquet.read_row_group(int(group), columns=[names[f.name.lower()] for f in decoded])
+        pieces.append(table.take(pa.array(in_group - starts[group])))
+    taken = pa.concat_tables(pieces) if pieces else None
+    schema = _arrow_schema(fields, file_column, row_index_column)
+    columns = []
+    for f, target in zip(fields, schema):
+        if taken is not None and f in decoded:
+            columns.append(_cast(taken.column(names[f.name.lower()]), target.type))
+        else:
+            columns.append(pa.nulls(len(rows), target.type))
+    columns += [pa.array([picked.name] * len(rows), pa.string()), pa.array(rows, pa.int64())]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _legacy_calendar(metadata: dict[bytes, bytes], fields: list[T.StructField]) -> bool:
+    dated = any(isinstance(f.dataType, T.DateType | T.TimestampType | T.TimestampNTZType) for f in fields)
+    return dated and any(key in metadata for key in _LEGACY_CALENDAR)
+
+
+def _cast(column: Any, target: Any) -> Any:
+    """A decoded column as the type Spark reads it as: a timestamp without a zone that Spark reads as an instant
+    (INT96, which pyarrow decodes without one) is UTC, as Spark takes it; Delta's type widening (a file written
+    before an INT column became BIGINT) widens."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_timestamp(column.type) \
+            and column.type.tz is None:
+        column = column.cast(pa.timestamp(column.type.unit, tz="UTC"))
+    return column.cast(target) if column.type != target else column

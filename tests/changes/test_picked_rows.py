@@ -1,0 +1,129 @@
+"""Rows a DELETE's deletion vectors pick out of data files, read on the driver by pyarrow
+(``dtables.changes.picked_rows``), are exactly the rows Spark's scan picks: every flat type, NULLs and duplicates,
+partition values, materialized row ids, a column the older files lack, INT96 and microsecond timestamps in a
+session time zone that is not UTC; the read runs no Spark job; types pyarrow is not trusted with go to Spark."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from dtables.changes import Bound, picked_rows, plan_changes, redundant_delta, resolve_interval, shared_reads
+from dtables.changes.interval import open_log
+from dtables.spark.jobs import SparkWork
+
+VECTORS = "delta.enableChangeDataFeed = true, delta.enableRowTracking = true, delta.enableDeletionVectors = true"
+COLUMNS = ("k INT, t TINYINT, s SMALLINT, b BIGINT, f FLOAT, d DOUBLE, m DECIMAL(12, 3), v STRING, y BINARY, "
+           "o BOOLEAN, day DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ")
+# Three files a statement, NULLs every fifth row, duplicates (id % 7), values past 2^31 and before 1970
+ROWS = ("INSERT INTO {t} SELECT /*+ REPARTITION(3) */ CAST(id % 7 AS INT), CAST(id % 100 AS TINYINT), "
+        "CAST(id * 250 AS SMALLINT), id * 3000000000, CAST(id / 3 AS FLOAT), id / 7, CAST(id / 8 AS DECIMAL(12, 3)), "
+        "CASE WHEN id % 5 = 0 THEN NULL ELSE concat('v', id % 4, '\u00e9') END, CAST(concat('y', id % 3) AS BINARY), "
+        "id % 2 = 0, date_add(DATE'1965-03-01', CAST(id * 400 AS INT)), "
+        "CASE WHEN id % 5 = 1 THEN NULL ELSE TIMESTAMP'1969-12-31 23:59:59.123456' + make_interval(0, 0, 0, id) END, "
+        "TIMESTAMP_NTZ'2024-03-10 02:30:00' + make_interval(0, 0, 0, 0, id) FROM range({lo}, {hi})")
+
+
+def _rows(df: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(tuple(v) if isinstance(v, list) else v for v in r) for r in df.collect())
+
+
+def _read(spark: Any, table: str, start: int, end: int, kept: frozenset[str] | None = None) -> tuple[Counter, int]:
+    interval = resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
+    with SparkWork(spark, "read") as work:
+        df = redundant_delta(spark, interval, read_once=True, kept=kept)
+    assert work.cost.jobs is not None
+    try:
+        return _rows(df), work.cost.jobs
+    finally:
+        shared_reads.forget_all(spark)
+
+
+def _both_ways(spark: Any, table: str, start: int, end: int, kept: frozenset[str] | None = None
+               ) -> tuple[Counter, Counter, int, int]:
+    found = {}
+    for on in ("true", "false"):
+        spark.conf.set(picked_rows.PICK_ON_DRIVER, on)
+        try:
+            found[on] = _read(spark, table, start, end, kept)
+        finally:
+            spark.conf.unset(picked_rows.PICK_ON_DRIVER)
+    return found["true"][0], found["false"][0], found["true"][1], found["false"][1]
+
+
+@pytest.fixture
+def spied(monkeypatch: Any) -> list[int]:
+    """Counts the rows each read on the driver returned."""
+    calls: list[int] = []
+    read = picked_rows.read
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        table = read(*args, **kwargs)
+        calls.append(-1 if table is None else table.num_rows)
+        return table
+
+    monkeypatch.setattr(picked_rows, "read", counted)
+    return calls
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+def test_rows_picked_on_the_driver_are_those_spark_picks(spark: Any, make_table: Any, run: Any, spied: list[int],
+                                                         partitioned: bool) -> None:
+    table = make_table(COLUMNS, VECTORS, partitioned_by="o" if partitioned else None)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+        run(table, ROWS.replace("{lo}", "0").replace("{hi}", "60"))
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        run(table, ROWS.replace("{lo}", "60").replace("{hi}", "120"),
+            "UPDATE {t} SET v = 'updated' WHERE k = 3",  # new files whose rows carry materialized ids
+            "ALTER TABLE {t} ADD COLUMNS (late STRING)",  # the files above lack it: NULL
+            "UPDATE {t} SET late = 'late' WHERE k = 4",
+            "DELETE FROM {t} WHERE t % 3 = 0 AND k <> 1",  # every file: rows picked by vector
+            "DELETE FROM {t} WHERE k = 1 OR v IS NULL")
+        latest = open_log(spark, table).latest_version
+        picked_everywhere: list[tuple[int, int]] = []
+        for start, end in ((latest - 1, latest), (latest - 2, latest - 1), (latest - 2, latest), (1, latest)):
+            spied.clear()
+            on, off, jobs_on, _ = _both_ways(spark, table, start, end)
+            assert on == off and on, (start, end)
+            assert spied and -1 not in spied, (start, end)  # read on the driver
+            plan = plan_changes(spark, resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end)))
+            if plan.added is None and plan.removed is not None and all(  # rows picked out of every file: no job
+                    r.selective for r in plan.removed.row_filters) and len(plan.removed.row_filters) == len(
+                    plan.removed.files):
+                picked_everywhere.append((start, end))
+                assert jobs_on == 0, (start, end, jobs_on)
+        assert (latest - 2, latest - 1) in picked_everywhere or partitioned  # the first DELETE, at least unpartitioned
+        spied.clear()
+        narrow_on, narrow_off, _, _ = _both_ways(spark, table, latest - 1, latest, frozenset({"k", "ts", "m"}))
+        assert narrow_on == narrow_off and spied
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        spark.conf.unset("spark.sql.parquet.outputTimestampType")
+
+
+def test_nested_columns_are_picked_by_spark(spark: Any, make_table: Any, run: Any, spied: list[int]) -> None:
+    table = make_table("k INT, a ARRAY<INT>", VECTORS)
+    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), array(id, NULL) FROM range(40)",
+        "DELETE FROM {t} WHERE k = 2")
+    latest = open_log(spark, table).latest_version
+    on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
+    assert on == off and len(on) == 8 and not spied
+
+
+def test_more_rows_than_the_driver_holds_are_picked_by_spark(spark: Any, make_table: Any, run: Any,
+                                                              spied: list[int]) -> None:
+    table = make_table("k INT, v STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING) FROM range(40)",
+        "DELETE FROM {t} WHERE k = 2")
+    latest = open_log(spark, table).latest_version
+    spark.conf.set(shared_reads.DRIVER_ROWS_MAX, "7")
+    try:
+        on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
+    finally:
+        spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+    assert on == off and len(on) == 8 and not spied
