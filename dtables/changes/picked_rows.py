@@ -29,6 +29,7 @@ from pyroaring import BitMap64
 from pyspark.sql import types as T
 
 from dtables.spark.fs import is_local
+from dtables.spark.jobs import driver_read
 
 PICK_ON_DRIVER = "spark.dtables.changes.pickOnDriver"
 
@@ -74,8 +75,18 @@ def read(files: list[PickedFile], fields: list[T.StructField], wanted: frozenset
         parts = list(pool.map(lambda f: _read_file(f, fields, wanted, file_column, row_index_column), files))
     if any(p is None for p in parts):
         return None
+    driver_read(sum(p.bytes for p in parts if p), sum(p.records for p in parts if p))
     schema = _arrow_schema(fields, file_column, row_index_column)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    return pa.concat_tables([p.table for p in parts if p]) if parts else schema.empty_table()
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One file's picked rows, with the compressed bytes and the rows of the column chunks decoded for them."""
+
+    table: Any
+    bytes: int
+    records: int
 
 
 def _arrow_schema(fields: list[T.StructField], file_column: str, row_index_column: str) -> Any:
@@ -87,7 +98,7 @@ def _arrow_schema(fields: list[T.StructField], file_column: str, row_index_colum
 
 
 def _read_file(picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None, file_column: str,
-               row_index_column: str) -> Any:
+               row_index_column: str) -> _Read | None:
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(picked.path, coerce_int96_timestamp_unit="us") as parquet:
@@ -95,7 +106,7 @@ def _read_file(picked: PickedFile, fields: list[T.StructField], wanted: frozense
 
 
 def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None,
-               file_column: str, row_index_column: str) -> Any:
+               file_column: str, row_index_column: str) -> _Read | None:
     import pyarrow as pa
 
     if _legacy_calendar(parquet.metadata.metadata or {}, fields):
@@ -113,11 +124,16 @@ def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wa
     if len(rows) and rows[-1] >= total:
         raise ValueError(f"a deletion vector of {picked.path} marks row {rows[-1]}, past its {total} rows")
     starts = np.cumsum([0] + [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)])
-    pieces = []
+    pieces, read_bytes, records = [], 0, 0
+    physical = [names[f.name.lower()] for f in decoded]
     for group in np.unique(np.searchsorted(starts, rows, side="right") - 1):  # only the groups a picked row is in
         in_group = rows[(rows >= starts[group]) & (rows < starts[group + 1])]
-        table = parquet.read_row_group(int(group), columns=[names[f.name.lower()] for f in decoded])
+        table = parquet.read_row_group(int(group), columns=physical)
         pieces.append(table.take(pa.array(in_group - starts[group])))
+        meta = parquet.metadata.row_group(int(group))
+        read_bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)
+                          if meta.column(i).path_in_schema in physical)
+        records += meta.num_rows
     taken = pa.concat_tables(pieces) if pieces else None
     schema = _arrow_schema(fields, file_column, row_index_column)
     columns = []
@@ -127,7 +143,7 @@ def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wa
         else:
             columns.append(pa.nulls(len(rows), target.type))
     columns += [pa.array([picked.name] * len(rows), pa.string()), pa.array(rows, pa.int64())]
-    return pa.Table.from_arrays(columns, schema=schema)
+    return _Read(pa.Table.from_arrays(columns, schema=schema), read_bytes, records)
 
 
 def _legacy_calendar(metadata: dict[bytes, bytes], fields: list[T.StructField]) -> bool:

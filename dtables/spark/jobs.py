@@ -9,13 +9,16 @@ and commit, Python). Spark Connect sessions have no SparkContext here: the count
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 _groups = itertools.count()
+_open = threading.local()  # per thread: the [bytes, records] counters of the SparkWork blocks open on it
 _GROUP, _DESCRIPTION, _INTERRUPT = "spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"
 
 
@@ -44,6 +47,14 @@ def _union_seconds(intervals: list[tuple[int, int]]) -> float:
     return total / 1000
 
 
+def driver_read(read_bytes: int, records: int) -> None:
+    """Counts input the driver read itself, outside any Spark job (``changes.picked_rows``), into every
+    ``SparkWork`` open on this thread: a refresh's bytes read are its files' bytes however it read them."""
+    for counter in getattr(_open, "counters", ()):
+        counter[0] += read_bytes
+        counter[1] += records
+
+
 class SparkWork:
     """``with SparkWork(spark, "refresh x") as work: ...``; then ``work.cost``."""
 
@@ -57,6 +68,10 @@ class SparkWork:
         self.cost = WorkCost(0.0)
 
     def __enter__(self) -> SparkWork:
+        self._driver_read = [0, 0]
+        if not hasattr(_open, "counters"):
+            _open.counters = []
+        _open.counters.append(self._driver_read)
         self._saved = None
         if self.sc is not None:
             self._saved = tuple(self.sc.getLocalProperty(k) for k in (_GROUP, _DESCRIPTION, _INTERRUPT))
@@ -66,13 +81,17 @@ class SparkWork:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         seconds = time.perf_counter() - self._start
+        _open.counters.remove(self._driver_read)
         if self.sc is None or self._saved is None:
             self.cost = WorkCost(seconds)
             return
         for key, value in zip((_GROUP, _DESCRIPTION, _INTERRUPT), self._saved):
             self.sc.setLocalProperty(key, value)
         try:
-            self.cost = self._measure(seconds)
+            cost = self._measure(seconds)
+            read_bytes, records = self._driver_read
+            self.cost = dataclasses.replace(cost, bytes_read=(cost.bytes_read or 0) + read_bytes,
+                                            records_read=(cost.records_read or 0) + records)
         except Exception:  # the status store is Spark-internal: never fail the work for its accounting
             self.cost = WorkCost(seconds, jobs=len(self.sc.statusTracker().getJobIdsForGroup(self.group)))
 

@@ -127,3 +127,23 @@ def test_more_rows_than_the_driver_holds_are_picked_by_spark(spark: Any, make_ta
     finally:
         spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
     assert on == off and len(on) == 8 and not spied
+
+
+def test_the_bytes_read_on_the_driver_count_as_the_work_s_input(spark: Any, make_table: Any, run: Any) -> None:
+    """A read with no Spark job still reports the bytes and rows of the column chunks it decoded (a refresh's
+    history shows its input however it was read)."""
+    table = make_table("k INT, v STRING, unread STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING), "
+               "repeat('x', 1000) FROM range(400)", "DELETE FROM {t} WHERE k = 2")
+    latest = open_log(spark, table).latest_version
+    interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
+    costs = []
+    for kept in (frozenset({"k", "v"}), None):
+        with SparkWork(spark, "read") as work:
+            rows = _rows(redundant_delta(spark, interval, read_once=True, kept=kept))
+        shared_reads.forget_all(spark)
+        assert len(rows) == 80 and work.cost.jobs == 0
+        costs.append(work.cost)
+    narrow, every = costs
+    assert narrow.records_read == every.records_read == 400
+    assert 0 < narrow.bytes_read < every.bytes_read  # the unread column is not decoded for the narrow read
