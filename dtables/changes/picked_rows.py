@@ -12,7 +12,7 @@ holds (``shared_reads.on_driver``).
 Only where that read gives exactly what Spark's would: a local table location (a remote one goes through Hadoop's
 FileSystem, which pyarrow does not share), no column mapping (``scan``'s direct reads already need that), flat
 columns of types whose Parquet encodings pyarrow decodes as Spark does, files written without Spark's legacy
-calendar rebase, and at most ``shared_reads.driver_rows_max`` rows. Anywhere else the Spark scan runs as before;
+calendar rebase, and at most ``PICKS_MAX`` rows. Anywhere else the Spark scan runs as before;
 ``spark.dtables.changes.pickOnDriver = false`` forces it (to compare the two).
 """
 
@@ -30,8 +30,14 @@ from pyspark.sql import types as T
 
 from dtables.spark.fs import is_local
 from dtables.spark.jobs import driver_read
+from dtables.spark.sessions import is_connect
 
 PICK_ON_DRIVER = "spark.dtables.changes.pickOnDriver"
+# Rows picked here at most (more are Spark's to pick). Decoding costs what the files' columns cost whatever the
+# count; the bound keeps the local relation they become small in the driver's memory. TPC-H SF 10's RF2 picks
+# 60,764 lineitems out of every file of lineitem.
+PICKS_MAX = "spark.dtables.changes.driverPicksMax"
+DEFAULT_PICKS_MAX = 500_000
 
 # Spark types whose Parquet values pyarrow decodes to the same values (nested types, intervals, variants and
 # collated strings are left to Spark's reader, whose field resolution and conversions differ in details)
@@ -50,11 +56,13 @@ class PickedFile:
     rows: BitMap64
 
 
-def on_driver(spark: Any, location: str, fields: Iterable[T.StructField]) -> bool:
-    """Whether rows picked out of the files of a table at ``location`` with these read fields are read here:
-    ``PICK_ON_DRIVER`` on (the default), the location local, every field flat."""
-    return str(spark.conf.get(PICK_ON_DRIVER, "true")).lower() != "false" and is_local(location) \
-        and all(_flat(f.dataType) for f in fields)
+def on_driver(spark: Any, location: str, fields: Iterable[T.StructField], rows: int) -> bool:
+    """Whether ``rows`` rows picked out of the files of a table at ``location`` with these read fields are read
+    here: ``PICK_ON_DRIVER`` on (the default), at most ``PICKS_MAX`` rows, classic Spark (a Connect client makes
+    no local relation without sending every row), the location local, every field flat."""
+    return str(spark.conf.get(PICK_ON_DRIVER, "true")).lower() != "false" \
+        and rows <= int(spark.conf.get(PICKS_MAX, str(DEFAULT_PICKS_MAX))) and not is_connect(spark) \
+        and is_local(location) and all(_flat(f.dataType) for f in fields)
 
 
 def _flat(data_type: T.DataType) -> bool:

@@ -266,7 +266,7 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     # no scan is left to compute once. Picked by a Spark scan, they are checkpointed as before: TPC-H's RF2 held
     # that way (5,747 lineitems, collected from the scan) ran 0.84x of FULL warm, cause not established.
     hold = bound is not None and bound <= driver_rows_max(spark) and (
-        _picks_on_driver(spark, plan) if picks else plan.shape == Shape.MINIMIZE)
+        _picks_on_driver(spark, plan, bound) if picks else plan.shape == Shape.MINIMIZE)
     if bound is None or not (picks or hold):
         # Every refresh of this interval reads the same rows: the read's plan (its files, per-file row ids, copies
         # left out) is built once per application (`plan_once`), as snapshots are; the files are checked each time,
@@ -374,10 +374,10 @@ def _picks_rows(spark: Any, plan: ChangePlan) -> bool:
     return any(r.selective for scan in _data_scans(spark, plan) for r in scan.row_filters)
 
 
-def _picks_on_driver(spark: Any, plan: ChangePlan) -> bool:
-    """Whether the rows the read picks by vector are read on the driver (``picked_rows``): each scan that picks
-    rows picks them out of every file it reads."""
-    return all(picked_on_driver(spark, plan.interval.location, plan.metadata)
+def _picks_on_driver(spark: Any, plan: ChangePlan, bound: int) -> bool:
+    """Whether the rows the read picks by vector (at most ``bound``) are read on the driver (``picked_rows``):
+    each scan that picks rows picks them out of every file it reads."""
+    return all(picked_on_driver(spark, plan.interval.location, plan.metadata, bound)
                and all(r.selective for r in scan.row_filters)
                for scan in _data_scans(spark, plan) if any(r.selective for r in scan.row_filters))
 

@@ -37,7 +37,6 @@ from dtables.changes import deletion_vectors as dv
 from dtables.changes import picked_rows
 from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
-from dtables.changes.shared_reads import driver_rows_max
 from dtables.changes.storage import Storage, join
 from dtables.spark.fs import local_path
 from dtables.spark.sessions import local_columns
@@ -209,10 +208,10 @@ def _read_fields(metadata: TableMetadata, schema: T.StructType) -> list[T.Struct
             *[T.StructField(c, T.LongType(), True) for c in tracking if c]]
 
 
-def picked_on_driver(spark: Any, location: str, metadata: TableMetadata) -> bool:
-    """Whether rows that deletion vectors pick out of the table's files are read on the driver (``picked_rows``),
-    up to ``shared_reads.driver_rows_max`` of them."""
-    return picked_rows.on_driver(spark, location, _read_fields(metadata, table_schema(metadata)))
+def picked_on_driver(spark: Any, location: str, metadata: TableMetadata, rows: int) -> bool:
+    """Whether ``rows`` rows that deletion vectors pick out of the table's files are read on the driver
+    (``picked_rows``)."""
+    return picked_rows.on_driver(spark, location, _read_fields(metadata, table_schema(metadata)), rows)
 
 
 def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema: T.StructType,
@@ -221,7 +220,7 @@ def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema
     """The rows the vectors of ``files`` newly mark, read by pyarrow on the driver (``picked_rows``) as a local
     relation with ``_direct_read``'s columns; None where that read does not apply (then Spark scans)."""
     fields = _read_fields(metadata, schema)
-    if len(marks) > driver_rows_max(spark) or not picked_on_driver(spark, location, metadata):
+    if not picked_on_driver(spark, location, metadata, len(marks)):
         return None
     paths = {unquote(f.file_name): local_path(join(location, unquote(f.path))) for f in files}
     tracking = {c.lower() for c in (metadata.materialized_row_id_column,

@@ -115,17 +115,17 @@ def test_nested_columns_are_picked_by_spark(spark: Any, make_table: Any, run: An
     assert on == off and len(on) == 8 and not spied
 
 
-def test_more_rows_than_the_driver_holds_are_picked_by_spark(spark: Any, make_table: Any, run: Any,
+def test_more_rows_than_the_driver_picks_are_picked_by_spark(spark: Any, make_table: Any, run: Any,
                                                               spied: list[int]) -> None:
     table = make_table("k INT, v STRING", VECTORS)
     run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING) FROM range(40)",
         "DELETE FROM {t} WHERE k = 2")
     latest = open_log(spark, table).latest_version
-    spark.conf.set(shared_reads.DRIVER_ROWS_MAX, "7")
+    spark.conf.set(picked_rows.PICKS_MAX, "7")
     try:
         on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
     finally:
-        spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+        spark.conf.unset(picked_rows.PICKS_MAX)
     assert on == off and len(on) == 8 and not spied
 
 
@@ -147,3 +147,20 @@ def test_the_bytes_read_on_the_driver_count_as_the_work_s_input(spark: Any, make
     narrow, every = costs
     assert narrow.records_read == every.records_read == 400
     assert 0 < narrow.bytes_read < every.bytes_read  # the unread column is not decoded for the narrow read
+
+
+def test_more_rows_than_the_driver_holds_are_picked_there_and_checkpointed(spark: Any, make_table: Any, run: Any,
+                                                                           spied: list[int]) -> None:
+    table = make_table("k INT, v STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING) FROM range(40)",
+        "DELETE FROM {t} WHERE k = 2")
+    latest = open_log(spark, table).latest_version
+    interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
+    spark.conf.set(shared_reads.DRIVER_ROWS_MAX, "7")
+    try:
+        df = redundant_delta(spark, interval, read_once=True)
+        assert spied == [8] and not shared_reads.is_on_driver(df)
+        assert len(_rows(df)) == 8
+    finally:
+        spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+        shared_reads.forget_all(spark)
