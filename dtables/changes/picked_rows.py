@@ -76,7 +76,7 @@ def read(files: list[PickedFile], fields: list[T.StructField], wanted: frozenset
     """The picked rows of ``files`` as a pyarrow table: ``fields`` (Spark's read schema, in order; a field not in
     ``wanted``, lower-case names, comes back NULL without being decoded; None wants every one), then the file's
     name and the row index. None where some file cannot be read exactly (legacy calendar, a name two columns of
-    the file share without case): the caller scans with Spark instead."""
+    the file share without case, an encoding pyarrow refuses): the caller scans with Spark instead."""
     import pyarrow as pa  # PySpark's own dependency for its SQL module
 
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1) or 1) as pool:
@@ -107,10 +107,14 @@ def _arrow_schema(fields: list[T.StructField], file_column: str, row_index_colum
 
 def _read_file(picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None, file_column: str,
                row_index_column: str) -> _Read | None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(picked.path, coerce_int96_timestamp_unit="us") as parquet:
-        return _read_open(parquet, picked, fields, wanted, file_column, row_index_column)
+    try:
+        with pq.ParquetFile(picked.path, coerce_int96_timestamp_unit="us") as parquet:
+            return _read_open(parquet, picked, fields, wanted, file_column, row_index_column)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # an encoding pyarrow refuses (e.g. invalid UTF-8)
+        return None
 
 
 def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wanted: frozenset[str] | None,

@@ -106,21 +106,24 @@ def test_rows_picked_on_the_driver_are_those_spark_picks(spark: Any, make_table:
         spark.conf.unset("spark.sql.parquet.outputTimestampType")
 
 
-def test_nested_columns_are_picked_by_spark(spark: Any, make_table: Any, run: Any, spied: list[int]) -> None:
-    table = make_table("k INT, a ARRAY<INT>", VECTORS)
-    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), array(id, NULL) FROM range(40)",
+def _deleted(spark: Any, make_table: Any, run: Any, columns: str = "k INT, v STRING",
+             values: str = "CAST(id AS STRING)", rows: int = 40) -> tuple[str, int]:
+    """A table of two files whose last commit, a DELETE of every row with k = 2, marks rows in both."""
+    table = make_table(columns, VECTORS)
+    run(table, f"INSERT INTO {{t}} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), {values} FROM range({rows})",
         "DELETE FROM {t} WHERE k = 2")
-    latest = open_log(spark, table).latest_version
+    return table, open_log(spark, table).latest_version
+
+
+def test_nested_columns_are_picked_by_spark(spark: Any, make_table: Any, run: Any, spied: list[int]) -> None:
+    table, latest = _deleted(spark, make_table, run, "k INT, a ARRAY<INT>", "array(id, NULL)")
     on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
     assert on == off and len(on) == 8 and not spied
 
 
 def test_more_rows_than_the_driver_picks_are_picked_by_spark(spark: Any, make_table: Any, run: Any,
                                                               spied: list[int]) -> None:
-    table = make_table("k INT, v STRING", VECTORS)
-    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING) FROM range(40)",
-        "DELETE FROM {t} WHERE k = 2")
-    latest = open_log(spark, table).latest_version
+    table, latest = _deleted(spark, make_table, run)
     spark.conf.set(picked_rows.PICKS_MAX, "7")
     try:
         on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
@@ -132,10 +135,8 @@ def test_more_rows_than_the_driver_picks_are_picked_by_spark(spark: Any, make_ta
 def test_the_bytes_read_on_the_driver_count_as_the_work_s_input(spark: Any, make_table: Any, run: Any) -> None:
     """A read with no Spark job still reports the bytes and rows of the column chunks it decoded (a refresh's
     history shows its input however it was read)."""
-    table = make_table("k INT, v STRING, unread STRING", VECTORS)
-    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING), "
-               "repeat('x', 1000) FROM range(400)", "DELETE FROM {t} WHERE k = 2")
-    latest = open_log(spark, table).latest_version
+    table, latest = _deleted(spark, make_table, run, "k INT, v STRING, unread STRING",
+                             "CAST(id AS STRING), repeat('x', 1000)", rows=400)
     interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
     costs = []
     for kept in (frozenset({"k", "v"}), None):
@@ -151,10 +152,7 @@ def test_the_bytes_read_on_the_driver_count_as_the_work_s_input(spark: Any, make
 
 def test_more_rows_than_the_driver_holds_are_picked_there_and_checkpointed(spark: Any, make_table: Any, run: Any,
                                                                            spied: list[int]) -> None:
-    table = make_table("k INT, v STRING", VECTORS)
-    run(table, "INSERT INTO {t} SELECT /*+ REPARTITION(2) */ CAST(id % 5 AS INT), CAST(id AS STRING) FROM range(40)",
-        "DELETE FROM {t} WHERE k = 2")
-    latest = open_log(spark, table).latest_version
+    table, latest = _deleted(spark, make_table, run)
     interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
     spark.conf.set(shared_reads.DRIVER_ROWS_MAX, "7")
     try:
