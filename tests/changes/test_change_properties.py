@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from changes_helpers import assert_same_rows
-from dtables.changes import scan
+from dtables.changes import picked_rows, scan
 from dtables.changes.interval import open_log
 from dtables.changes import Bound, plan_changes, read_changes, redundant_delta, resolve_interval, snapshot
 
@@ -179,15 +179,20 @@ LAST_DELETE = "DELETE FROM {t} WHERE k = 2 AND v LIKE 's%'"
     cuts=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=2),
     picked_as_literals_max=st.sampled_from([0, scan.PICKED_AS_LITERALS_MAX]),
 )
+@pytest.mark.parametrize("on_driver", [True, False], ids=["on the driver", "in Spark"])
 def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, make_table: Any, run: Any,
                                                                   history: list[str], cuts: list[tuple[int, int]],
-                                                                  picked_as_literals_max: int) -> None:
-    """A read of a DELETE that marked rows in every file it reads picks those rows by row index, as a filter of
-    literals or (past PICKED_AS_LITERALS_MAX) by one broadcast join keyed on the row index that compares the file
-    name in its condition: after random DML over several files, the last DELETE's interval (and random ones) equal
-    the oracle, and the join really ran when the limit says so."""
+                                                                  picked_as_literals_max: int,
+                                                                  on_driver: bool) -> None:
+    """A read of a DELETE that marked rows in every file it reads picks those rows by row index: decoded by pyarrow
+    on the driver (``picked_rows``), or in Spark as a filter of literals or (past PICKED_AS_LITERALS_MAX) by one
+    broadcast join keyed on the row index that compares the file name in its condition: after random DML over
+    several files, the last DELETE's interval (and random ones) equal the oracle, and the join really ran when the
+    limit says so."""
     joined: list[int] = []
     frame = scan.local_columns
+    decoded: list[int] = []
+    read_picked = picked_rows.read
 
     def spied(spark: Any, columns: Any, schema: Any) -> Any:
         if schema is scan.PICKED_SCHEMA:
@@ -203,12 +208,18 @@ def test_rows_vectors_newly_mark_in_every_file_are_picked_exactly(spark: Any, ma
     with pytest.MonkeyPatch.context() as patch:  # hypothesis runs every example in one test call: one context each
         patch.setattr(scan, "PICKED_AS_LITERALS_MAX", picked_as_literals_max)
         patch.setattr(scan, "local_columns", spied)
-        check_history(spark, recording_make_table, run, [SPREAD, *history, LAST_SPREAD, LAST_DELETE],
-                      [(-2, -1), *cuts], DELETION_VECTORS)
+        patch.setattr(picked_rows, "read", lambda *a, **k: decoded.append(1) or read_picked(*a, **k))
+        spark.conf.set(picked_rows.PICK_ON_DRIVER, str(on_driver).lower())
+        try:
+            check_history(spark, recording_make_table, run, [SPREAD, *history, LAST_SPREAD, LAST_DELETE],
+                          [(-2, -1), *cuts], DELETION_VECTORS)
+        finally:
+            spark.conf.unset(picked_rows.PICK_ON_DRIVER)
     latest = open_log(spark, made[-1]).latest_version
     plan = plan_changes(spark, resolve_interval(spark, made[-1], at=Bound.version(latest - 1),
                                                 end=Bound.version(latest)))
     assert plan.removed is not None and len(plan.removed.files) >= 2, plan.to_text()
     filters = plan.removed.row_filters  # one per file, each picking the rows its vector newly marks
     assert len(filters) == len(plan.removed.files) and all(r.selective for r in filters), plan.to_text()
-    assert bool(joined) == (picked_as_literals_max == 0), joined
+    assert bool(decoded) == on_driver, decoded
+    assert bool(joined) == (picked_as_literals_max == 0 and not on_driver), joined
