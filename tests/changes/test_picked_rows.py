@@ -162,3 +162,13 @@ def test_more_rows_than_the_driver_holds_are_picked_there_and_checkpointed(spark
     finally:
         spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
         shared_reads.forget_all(spark)
+
+
+def test_strings_that_are_not_utf8_come_back_as_spark_reads_them(spark: Any, make_table: Any, run: Any,
+                                                                  spied: list[int]) -> None:
+    """Spark stores a string's bytes as they are (a CAST of binary need not be UTF-8); where pyarrow refuses to
+    decode them the read falls back to Spark's scan, and either way the rows are Spark's."""
+    table, latest = _deleted(spark, make_table, run, values="CAST(unhex(CASE WHEN id % 3 = 0 THEN 'FF61' ELSE "
+                                                            "'C3A9' END) AS STRING)")
+    on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
+    assert on == off and len(on) == 8 and spied
