@@ -220,7 +220,7 @@ def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema
     """The rows the vectors of ``files`` newly mark, read by pyarrow on the driver (``picked_rows``) as a local
     relation with ``_direct_read``'s columns; None where that read does not apply (then Spark scans)."""
     fields = _read_fields(metadata, schema)
-    if not picked_on_driver(spark, location, metadata, len(marks)):
+    if not picked_rows.on_driver(spark, location, fields, len(marks)):
         return None
     paths = {unquote(f.file_name): local_path(join(location, unquote(f.path))) for f in files}
     tracking = {c.lower() for c in (metadata.materialized_row_id_column,
