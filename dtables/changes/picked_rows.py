@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pyroaring import BitMap64
+from pyroaring import AbstractBitMap64
 from pyspark.sql import types as T
 
 from dtables.spark.fs import is_local
@@ -53,7 +53,7 @@ class PickedFile:
 
     path: str
     name: str
-    rows: BitMap64
+    rows: AbstractBitMap64
 
 
 def on_driver(spark: Any, location: str, fields: Iterable[T.StructField], rows: int) -> bool:

@@ -64,6 +64,7 @@ from dtables.changes.scan import (
     RCV,
     RID,
     column,
+    picked_count,
     picked_on_driver,
     scan_ends,
     scan_files,
@@ -333,7 +334,7 @@ def _rows_read(spark: Any, plan: ChangePlan) -> int:
         for f in scan.files:
             r = picked.get(f.path)
             if r is not None:
-                total += r.only.cardinality if r.only is not None else 0
+                total += picked_count(spark, plan.interval.location, r)
             else:
                 total += f.num_records if f.num_records is not None else 1 << 40
     return total

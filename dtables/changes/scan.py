@@ -20,13 +20,15 @@ Two ways, chosen by the plan (``shapes.FileScan.direct``):
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
-from pyroaring import BitMap64
+from pyroaring import AbstractBitMap64, FrozenBitMap64
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -242,14 +244,47 @@ ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False
                                  T.StructField(_GONE_END, T.BooleanType(), False)])
 
 
-def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescriptor | None], BitMap64]:
+# Decoded vectors kept per process, by table and vector id (a vector never changes once written): a file's vector
+# at one refresh's end is the one its next refresh subtracts, and a read's size is counted from the rows it picks
+# before the same vectors are decoded again to pick them (``picked_count``). Bounded by the rows they mark.
+DECODED_ROWS_MAX = 20_000_000
+_decoded: OrderedDict[tuple[str, str], FrozenBitMap64] = OrderedDict()
+_decoded_rows = 0
+_decoded_lock = threading.Lock()
+
+
+def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescriptor | None], FrozenBitMap64]:
     """Decodes a deletion vector of the table at ``location`` into the row indexes it marks (none for no vector)."""
     storage = Storage(spark, location)
 
-    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> BitMap64:
-        return dv.read_rows(descriptor, location, storage.read_bytes) if descriptor is not None else BitMap64()
+    def rows_of(descriptor: dv.DeletionVectorDescriptor | None) -> FrozenBitMap64:
+        global _decoded_rows
+        if descriptor is None:
+            return FrozenBitMap64()
+        key = (location, descriptor.unique_id)
+        with _decoded_lock:
+            rows = _decoded.get(key)
+            if rows is not None:
+                _decoded.move_to_end(key)
+                return rows
+        rows = FrozenBitMap64(dv.read_rows(descriptor, location, storage.read_bytes))
+        with _decoded_lock:
+            if key not in _decoded:
+                _decoded[key] = rows
+                _decoded_rows += len(rows)
+            while _decoded_rows > DECODED_ROWS_MAX and len(_decoded) > 1:
+                _decoded_rows -= len(_decoded.popitem(last=False)[1])
+        return rows
 
     return rows_of
+
+
+def picked_count(spark: Any, location: str, row_filter: RowFilter) -> int:
+    """How many rows a selective ``row_filter`` reads: those its ``only`` vector marks and its ``minus`` does not
+    (decoded once, ``_vector_rows``). A file's vector holds every row ever deleted from it, so its cardinality
+    alone counts the file's whole history, not what one interval picks."""
+    rows_of = _vector_rows(spark, location)
+    return len(rows_of(row_filter.only) - rows_of(row_filter.minus)) if row_filter.only is not None else 0
 
 
 @dataclass(frozen=True)
@@ -257,7 +292,7 @@ class MarkedRows:
     """Rows of one data file by their row indexes (a bitmap), with the flags every one of them carries."""
 
     file_name: str
-    rows: BitMap64
+    rows: AbstractBitMap64
     flags: tuple[bool, ...]
 
 

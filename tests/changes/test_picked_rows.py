@@ -164,6 +164,27 @@ def test_more_rows_than_the_driver_holds_are_picked_there_and_checkpointed(spark
         shared_reads.forget_all(spark)
 
 
+def test_a_vector_s_earlier_rows_do_not_count_against_the_driver_s_bound(spark: Any, make_table: Any, run: Any,
+                                                                          spied: list[int]) -> None:
+    """A file's vector holds every row ever deleted from it; what one interval picks is what its vector added. Two
+    DELETEs of the same files: the second's vectors mark 16 rows, of which it picks 8, so it is held by the
+    driver under a bound of 10 (and is not when the bound is below what it picks)."""
+    table, _ = _deleted(spark, make_table, run)
+    run(table, "DELETE FROM {t} WHERE k = 3")
+    latest = open_log(spark, table).latest_version
+    interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
+    for bound, held in (("10", True), ("7", False)):
+        spark.conf.set(shared_reads.DRIVER_ROWS_MAX, bound)
+        try:
+            df = redundant_delta(spark, interval, read_once=True)
+            assert shared_reads.is_on_driver(df) == held
+            assert sorted(int(r["k"]) for r in df.collect()) == [3] * 8
+        finally:
+            spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+            shared_reads.forget_all(spark)
+    assert spied == [8, 8]
+
+
 def test_strings_that_are_not_utf8_come_back_as_spark_reads_them(spark: Any, make_table: Any, run: Any,
                                                                   spied: list[int]) -> None:
     """Spark stores a string's bytes as they are (a CAST of binary need not be UTF-8); where pyarrow refuses to
