@@ -27,7 +27,7 @@ from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
-from dtables.changes.shared_reads import is_on_driver, known_value, value_once
+from dtables.changes.shared_reads import held_rows, known_value, value_once
 from dtables.spark.sessions import own_session
 from dtables.spark.types import has_map
 
@@ -114,10 +114,10 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
     with own_session(spark) as clone:
         clone.conf.set("spark.sql.adaptive.enabled", "false")
         delta = redundant_delta(clone, interval, read_once=True)
-        if not is_on_driver(delta):
+        rows = held_rows(delta)
+        if rows is None:
             return _moved(delta)
-        if all(isinstance(f.dataType, _ARROW_COMPARED) for f in delta.schema.fields) \
-                and delta._jdf.queryExecution().optimizedPlan().data().size() >= ARROW_ROWS_MIN:  # type: ignore
+        if all(isinstance(f.dataType, _ARROW_COMPARED) for f in delta.schema.fields) and rows >= ARROW_ROWS_MIN:
             return _moved_table(delta.schema, delta.toArrow())
         # Instants as numbers: Python turns a timestamp into a local time, which two instants of a DST change share
         # (a projection of rows the driver holds runs no job either)

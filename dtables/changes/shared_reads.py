@@ -107,14 +107,39 @@ def on_driver(df: DataFrame) -> DataFrame:
     Python. Classic Spark only (a Connect client has no JVM to hold them)."""
     session = df.sparkSession
     jdf = df._jdf  # type: ignore[attr-defined]
-    local = session._jsparkSession.createDataFrame(jdf.collectAsList(), jdf.schema())  # type: ignore[attr-defined]
-    return ClassicDataFrame(local, session)
+    rows = jdf.collectAsList()
+    local = session._jsparkSession.createDataFrame(rows, jdf.schema())  # type: ignore[attr-defined]
+    return _marked(ClassicDataFrame(local, session), int(rows.size()))
+
+
+# The attribute that marks a DataFrame ``on_driver`` made (or a kept read of one) with its row count: asking Spark
+# (its optimized plan) costs an optimization of the plan, about 20 ms, where the caller only wants to know.
+_HELD_ROWS = "_dtables_held_rows"
+_held: dict[str, int] = {}  # kept view name -> rows, for the reads ``on_driver`` made
+
+
+def _marked(df: DataFrame, rows: int | None) -> DataFrame:
+    if rows is not None:
+        setattr(df, _HELD_ROWS, rows)
+    return df
+
+
+def held_rows(df: DataFrame) -> int | None:
+    """How many rows ``df`` holds if it is rows held by the driver (``on_driver``), else None: collecting it runs no
+    Spark job. Known without Spark for a read ``on_driver`` made; otherwise from the optimized plan."""
+    rows = getattr(df, _HELD_ROWS, None)
+    if rows is not None:
+        return int(rows)
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    plan = jdf.queryExecution().optimizedPlan()
+    return int(plan.data().size()) if plan.getClass().getSimpleName() == "LocalRelation" else None
 
 
 def is_on_driver(df: DataFrame) -> bool:
     """Whether ``df`` is rows held by the driver (``on_driver``): collecting it runs no Spark job."""
-    jdf = getattr(df, "_jdf", None)
-    return jdf is not None and jdf.queryExecution().optimizedPlan().getClass().getSimpleName() == "LocalRelation"
+    return held_rows(df) is not None
 
 
 def plan_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFrame]) -> DataFrame:
@@ -160,7 +185,7 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
     if name is None:
         return None
     try:
-        return spark.table(f"{_global_database(spark)}.{name}")
+        return _marked(spark.table(f"{_global_database(spark)}.{name}"), _held.get(name))
     except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
         with _lock:
             _kept.pop(full_key, None)
@@ -171,10 +196,15 @@ def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFram
     name = f"dtables_{full_key[0]}_{next(_names)}"
     df.createOrReplaceGlobalTempView(name)
     limit = MAX_KEPT if full_key[0] == "read" else MAX_PLANS
+    rows = getattr(df, _HELD_ROWS, None)
     with _lock:
         _kept[full_key] = name
+        if rows is not None:
+            _held[name] = int(rows)
         same = [k for k in _kept if k[0] == full_key[0]]  # oldest first
         evicted = [_kept.pop(k) for k in same[:max(0, len(same) - limit)]]
+        for old in evicted:
+            _held.pop(old, None)
     for old in evicted:  # a checkpoint's blocks go with the last reference to them
         spark.catalog.dropGlobalTempView(old)
     return df
@@ -185,5 +215,7 @@ def forget_all(spark: Any) -> None:
     app = _application(spark)
     with _lock:
         names = [_kept.pop(k) for k in [k for k in _kept if k[1] == app]]
+        for name in names:
+            _held.pop(name, None)
     for name in names:
         spark.catalog.dropGlobalTempView(name)

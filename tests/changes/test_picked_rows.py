@@ -193,3 +193,25 @@ def test_strings_that_are_not_utf8_come_back_as_spark_reads_them(spark: Any, mak
                                                             "'C3A9' END) AS STRING)")
     on, off, _, _ = _both_ways(spark, table, latest - 1, latest)
     assert on == off and len(on) == 8 and spied
+
+
+def test_a_vector_is_decoded_once_per_process(spark: Any, make_table: Any, run: Any, monkeypatch: Any) -> None:
+    """A vector never changes once written: decoded once (and kept immutable), however many reads need it."""
+    from pyroaring import FrozenBitMap64
+
+    from dtables.changes import deletion_vectors as dv
+    from dtables.changes import scan
+
+    table, latest = _deleted(spark, make_table, run)
+    log = open_log(spark, table)
+    vectors = [f.deletion_vector for f in log.files_at(latest) or () if f.deletion_vector is not None]
+    assert len(vectors) == 2
+    calls: list[str] = []
+    read = dv.read_rows
+    monkeypatch.setattr(dv, "read_rows", lambda d, *a, **k: calls.append(d.unique_id) or read(d, *a, **k))
+    location = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest)).location
+    scan._decoded.clear()
+    first = [scan._vector_rows(spark, location)(v) for v in vectors]
+    again = [scan._vector_rows(spark, location)(v) for v in vectors]
+    assert first == again and all(isinstance(r, FrozenBitMap64) for r in first) and sum(map(len, first)) == 8
+    assert sorted(calls) == sorted(v.unique_id for v in vectors)

@@ -89,12 +89,17 @@ def test_the_least_recently_used_read_is_dropped_past_the_limit(spark: Any, dele
 
 def test_a_snapshot_plan_is_built_once_for_every_session_reading_its_version(spark: Any, deleted: str,
                                                                             monkeypatch: Any):
-    from dtables.changes import deletion_vectors as dv
+    from dtables.changes import scan
     from dtables.changes.sources import IntervalSources
 
-    decoded: list[int] = []
-    real = dv.read_rows
-    monkeypatch.setattr(dv, "read_rows", lambda *a, **k: decoded.append(1) or real(*a, **k))
+    decoded: list[int] = []  # vectors looked up to build a plan (decoded, or found decoded: ``scan._vector_rows``)
+    real = scan._vector_rows
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        rows_of = real(*args, **kwargs)
+        return lambda descriptor: decoded.append(1) or rows_of(descriptor)
+
+    monkeypatch.setattr(scan, "_vector_rows", counted)
 
     def end_rows(session: Any) -> Counter[tuple[Any, ...]]:
         interval = resolve_interval(session, deleted, at=Bound.version(1), end=Bound.version(3))
