@@ -28,6 +28,7 @@ from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
 from dtables.changes.shared_reads import held_rows, known_value, value_once
+from dtables.spark.tiny_plans import in_few_tasks
 from dtables.spark.sessions import own_session
 from dtables.spark.types import has_map
 
@@ -118,7 +119,8 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
         if rows is None:
             return _moved(delta)
         if all(isinstance(f.dataType, _ARROW_COMPARED) for f in delta.schema.fields) and rows >= ARROW_ROWS_MIN:
-            return _moved_table(delta.schema, delta.toArrow())
+            with in_few_tasks(clone):  # rows the driver holds: one task sends them, not one per core
+                return _moved_table(delta.schema, delta.toArrow())
         # Instants as numbers: Python turns a timestamp into a local time, which two instants of a DST change share
         # (a projection of rows the driver holds runs no job either)
         schema = delta.schema

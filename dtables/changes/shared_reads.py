@@ -37,7 +37,7 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from dtables.spark.observations import counting, observed
 from dtables.spark.sessions import is_connect
-from dtables.spark.tiny_plans import known_rows
+from dtables.spark.tiny_plans import in_few_tasks, known_rows
 
 SHARED_READS = "spark.dtables.changes.sharedReads"
 SHARED_READS_MAX_ROWS = "spark.dtables.changes.sharedReadsMaxRows"
@@ -107,7 +107,8 @@ def on_driver(df: DataFrame) -> DataFrame:
     Python. Classic Spark only (a Connect client has no JVM to hold them)."""
     session = df.sparkSession
     jdf = df._jdf  # type: ignore[attr-defined]
-    rows = jdf.collectAsList()
+    with in_few_tasks(session):  # a few thousand rows (``driver_rows_max``): tasks would cost more than the rows
+        rows = jdf.collectAsList()
     local = session._jsparkSession.createDataFrame(rows, jdf.schema())  # type: ignore[attr-defined]
     return _marked(ClassicDataFrame(local, session), int(rows.size()))
 

@@ -28,10 +28,11 @@ from typing import Any
 TINY_INPUT_BYTES = 1 << 20
 
 # A local relation of a few rows (a change the driver holds) is otherwise read in as many tasks as it has rows, up to
-# the default parallelism: a task each, in a stage of the one job. (The benchmark's dimension of 4 small files is
-# still scanned in 4 tasks with this setting; cause not established.)
-_SETTINGS = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "1"),
-             ("spark.sql.leafNodeDefaultParallelism", "1"))
+# the default parallelism: a task each, in a stage of the one job; and small files are packed into as many
+# partitions as the default parallelism (``spark.sql.files.minPartitionNum``), a task each. (The benchmark's
+# dimension of 4 small files is still scanned in 4 tasks with these settings; cause not established.)
+_ONE_TASK = (("spark.sql.leafNodeDefaultParallelism", "1"), ("spark.sql.files.minPartitionNum", "1"))
+_SETTINGS = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "1"), *_ONE_TASK)
 
 
 _lock = threading.Lock()
@@ -85,11 +86,27 @@ def one_job(spark: Any, df: Any, max_bytes: int = TINY_INPUT_BYTES) -> Iterator[
     if size is None or size > max_bytes:
         yield False
         return
-    saved = [(key, spark.conf.get(key, None)) for key, _ in _SETTINGS]
-    for key, value in _SETTINGS:
+    with _set(spark, _SETTINGS):
+        yield True
+
+
+@contextmanager
+def in_few_tasks(spark: Any) -> Iterator[None]:
+    """While the block plans and runs a read whose inputs are known to be small (a change read bounded from the log
+    to a few thousand rows, which the driver then holds): its files and local relations in one task each scan
+    rather than one per file or per core (a mixed interval's held read ran 16 tasks of a few milliseconds each)."""
+    with _set(spark, _ONE_TASK):
+        yield
+
+
+@contextmanager
+def _set(spark: Any, settings: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """``settings`` on ``spark`` for the block, the session's own restored after."""
+    saved = [(key, spark.conf.get(key, None)) for key, _ in settings]
+    for key, value in settings:
         spark.conf.set(key, value)
     try:
-        yield True
+        yield
     finally:
         for key, value in saved:
             if value is None:

@@ -178,6 +178,35 @@ def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver(spark: Any, mak
         spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
 
 
+def test_a_held_read_is_computed_in_few_tasks(spark: Any, make_table: Any, run: Any, monkeypatch: Any):
+    """A held read is bounded to a few thousand rows: its files and local relations are not spread over a task per
+    core (``tiny_plans.in_few_tasks``), and the session's own settings are left as they were."""
+    from contextlib import nullcontext
+
+    table = make_table("k INT, v STRING", VECTORS)
+    run(table, "INSERT INTO {t} SELECT CAST(id AS INT), 'a' FROM range(50)",
+        "INSERT INTO {t} SELECT /*+ REPARTITION(3) */ CAST(id AS INT), 'n' FROM range(50, 80)",
+        "UPDATE {t} SET v = 'b' WHERE k < 5", "DELETE FROM {t} WHERE k = 7")
+    tracker = spark.sparkContext.statusTracker()
+    interval = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(4))
+
+    def tasks() -> tuple[int, Counter[tuple[Any, ...]]]:
+        try:
+            with SparkWork(spark, "read") as work:
+                df = redundant_delta(spark, interval, read_once=True)
+            assert shared_reads.is_on_driver(df)
+            stages = [s for j in tracker.getJobIdsForGroup(work.group) for s in tracker.getJobInfo(j).stageIds]
+            return sum(tracker.getStageInfo(s).numTasks for s in stages), _rows(df)
+        finally:
+            shared_reads.forget_all(spark)
+
+    few, rows = tasks()
+    monkeypatch.setattr(shared_reads, "in_few_tasks", lambda session: nullcontext())
+    spread, same = tasks()
+    assert rows == same and len(rows) == 41 and 0 < few < spread
+    assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
+
+
 @pytest.mark.parametrize("pick_on_driver", [False, True])
 def test_rows_held_by_the_driver_are_those_the_files_give(spark: Any, deleted: str, make_table: Any, run: Any,
                                                           pick_on_driver: bool):
