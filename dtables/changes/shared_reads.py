@@ -114,7 +114,9 @@ def on_driver(df: DataFrame) -> DataFrame:
 
 
 # The attribute that marks a DataFrame ``on_driver`` made (or a kept read of one) with its row count: asking Spark
-# (its optimized plan) costs an optimization of the plan, about 20 ms, where the caller only wants to know.
+# (its optimized plan) costs an optimization of the plan, about 20 ms, where the caller only wants to know. Read
+# from the instance's own attributes: a DataFrame answers any other name as a column (a Spark Connect one does so
+# even for names that start with an underscore).
 _HELD_ROWS = "_dtables_held_rows"
 _held: dict[str, int] = {}  # kept view name -> rows, for the reads ``on_driver`` made
 
@@ -125,12 +127,17 @@ def _marked(df: DataFrame, rows: int | None) -> DataFrame:
     return df
 
 
+def _marked_rows(df: DataFrame) -> int | None:
+    rows = vars(df).get(_HELD_ROWS)
+    return int(rows) if rows is not None else None
+
+
 def held_rows(df: DataFrame) -> int | None:
     """How many rows ``df`` holds if it is rows held by the driver (``on_driver``), else None: collecting it runs no
     Spark job. Known without Spark for a read ``on_driver`` made; otherwise from the optimized plan."""
-    rows = getattr(df, _HELD_ROWS, None)
+    rows = _marked_rows(df)
     if rows is not None:
-        return int(rows)
+        return rows
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
@@ -197,7 +204,7 @@ def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFram
     name = f"dtables_{full_key[0]}_{next(_names)}"
     df.createOrReplaceGlobalTempView(name)
     limit = MAX_KEPT if full_key[0] == "read" else MAX_PLANS
-    rows = getattr(df, _HELD_ROWS, None)
+    rows = _marked_rows(df)
     with _lock:
         _kept[full_key] = name
         if rows is not None:
