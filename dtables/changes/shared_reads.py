@@ -101,10 +101,10 @@ def driver_rows_max(spark: Any) -> int:
 
 def on_driver(df: DataFrame) -> DataFrame:
     """``df``'s rows computed now (one Spark job, as a local checkpoint takes) and held by the driver as a local
-    relation. A plan over a local relation reads no files and runs no job to scan or broadcast it: every
-    derivative term that joins a small change with a table broadcasts the change for free, where a checkpoint or a
-    scan of the change files costs a job per read. The rows stay in the JVM (``collectAsList``), never pass through
-    Python. Classic Spark only (a Connect client has no JVM to hold them)."""
+    relation. A plan over a local relation reads no files, and collecting it runs no job; a broadcast of it still
+    does (Spark collects a ``LocalTableScanExec`` through its RDD to broadcast it), but one that reads no files,
+    where a checkpoint or a scan of the change files costs a scan at every read. The rows stay in the JVM
+    (``collectAsList``), never pass through Python. Classic Spark only (a Connect client has no JVM to hold them)."""
     session = df.sparkSession
     jdf = df._jdf  # type: ignore[attr-defined]
     with in_few_tasks(session):  # a few thousand rows (``driver_rows_max``): tasks would cost more than the rows
