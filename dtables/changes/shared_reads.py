@@ -197,6 +197,7 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
     except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
         with _lock:
             _kept.pop(full_key, None)
+            _held.pop(name, None)
         return None
 
 
