@@ -27,7 +27,7 @@ from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
-from dtables.changes.shared_reads import held_rows, known_value, value_once
+from dtables.changes.shared_reads import held_rows, held_table, known_value, value_once
 from dtables.spark.tiny_plans import in_few_tasks
 from dtables.spark.sessions import own_session
 from dtables.spark.types import has_map
@@ -118,6 +118,9 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
         rows = held_rows(delta)
         if rows is None:
             return _moved(delta)
+        table = held_table(delta)  # the rows as Arrow already, where they came to the driver that way
+        if table is not None:
+            return _moved_table(delta.schema, table)
         if all(isinstance(f.dataType, _ARROW_COMPARED) for f in delta.schema.fields) and rows >= ARROW_ROWS_MIN:
             with in_few_tasks(clone):  # rows the driver holds: one task sends them, not one per core
                 return _moved_table(delta.schema, delta.toArrow())

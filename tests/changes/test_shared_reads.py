@@ -253,3 +253,34 @@ def test_a_read_narrowed_to_some_columns_is_kept_apart_and_holds_the_others_null
     assert narrow == Counter({(k, None, a, r): n for (k, _, a, r), n in every.items()})
     assert read(_other(spark), frozenset({"k"}))[:2] == (narrow, 0)  # shared with the same columns
     assert read(_other(spark), frozenset({"k", "v"}))[:2] == (every, 0)  # every column: the first read
+
+
+def test_rows_held_as_arrow_are_the_rows_of_the_read(spark: Any):
+    """Flat columns whose values Arrow carries unchanged come to the driver as one Arrow table and go back as the
+    local relation (``held_table`` gives the table): every such type, NULLs, a NaN, old dates, no rows at all.
+    A timestamp (a time zone to convert) keeps the rows in the JVM, as before."""
+    import math
+
+    query = """SELECT CAST(id AS TINYINT) AS b, CAST(id AS SMALLINT) AS s, CAST(id AS INT) AS i, id AS l,
+                      CAST(id / 3 AS FLOAT) AS f, IF(id = 2, CAST('NaN' AS DOUBLE), id / 7) AS d,
+                      CAST(id / 3 AS DECIMAL(38, 10)) AS wide, CAST(id AS DECIMAL(5, 0)) AS narrow,
+                      IF(id = 1, NULL, concat('é☃', id)) AS text, CAST(concat('x', id) AS BINARY) AS bytes,
+                      IF(id = 3, NULL, id % 2 = 0) AS flag, date_add(DATE'1582-10-01', CAST(id AS INT)) AS day,
+                      DATE'0001-01-01' AS first_day FROM range(5)"""
+
+    def rows(df: Any) -> Counter[tuple[Any, ...]]:
+        return Counter(tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in r) for r in df.collect())
+
+    for where, count in (("", 5), (" WHERE id < 0", 0)):
+        df = spark.sql(query + where)
+        held = shared_reads.on_driver(df)
+        assert held.schema == df.schema
+        assert shared_reads.held_rows(held) == count and shared_reads.held_table(held).num_rows == count
+        assert held._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+        expected = rows(df)
+        with SparkWork(spark, "collect") as work:
+            assert rows(held) == expected
+        assert work.cost.jobs == 0
+    stamped = shared_reads.on_driver(spark.sql("SELECT TIMESTAMP'2026-03-29 02:30:00' AS at, 1 AS x"))
+    assert shared_reads.held_table(stamped) is None and shared_reads.held_rows(stamped) == 1
+    assert stamped.collect()[0]["x"] == 1

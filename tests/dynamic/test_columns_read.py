@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from differentiation import ChangeStats
 from dtables.changes import Interval
 from dtables.dynamic import definition as defs
+from dtables.spark.jobs import SparkWork
 from dtables.dynamic.frontier import resolve_source
 from dtables.dynamic.plan import decide
 from dtables.dynamic.sources import RefreshSources
@@ -358,6 +359,9 @@ def test_moved_columns_of_a_held_read_of_many_rows_are_compared_as_arrow(dt: Any
     dt.sql("INSERT INTO ma SELECT CAST(id AS INT), CAST(id AS DOUBLE), 'n' FROM range(1500)")
     start = dt.spark.sql("DESCRIBE HISTORY ma").agg({"version": "max"}).collect()[0][0]
     dt.sql("UPDATE ma SET v = v + 1 WHERE k < 1000")  # 2,000 change rows: held, as Arrow
-    moved = moved_module.moved_columns(dt.spark, resolve_interval(dt.spark, "ma", at=Bound.version(start)), "ma")
+    interval = resolve_interval(dt.spark, "ma", at=Bound.version(start))
+    with SparkWork(dt.spark, "moved") as work:
+        moved = moved_module.moved_columns(dt.spark, interval, "ma")
     assert calls == [1]
+    assert work.cost.jobs == 1  # the held read's: its rows came to the driver as Arrow, compared without another
     assert (moved.rows, moved.columns, moved.always) == (False, frozenset({"v"}), frozenset({"v"}))
