@@ -38,7 +38,7 @@ from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_i
 from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, read_window, resolve_source
-from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide
+from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide, incremental_support
 from dtables.dynamic.readers import source_readers
 from dtables.dynamic.tracking import ensure_tracked
 from dtables.dynamic.unread import drop_unread_updates
@@ -281,9 +281,10 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     d = dataclasses.replace(d, frontier=frontier)
     stored_columns, target_bytes = _stored(session, d)
     stats = _stats(session, d, sources)
-    unread = drop_unread_updates(session.spark, d, sources, stats)
+    support = incremental_support(d.query, sources)  # the query's plan: built once (about 10 ms), read by both
+    unread = drop_unread_updates(session.spark, d, sources, stats, support)
     action = decide(d, sources, stats, at, stored_columns, target_bytes,
-                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)), untracked)
+                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)), untracked, support)
     if unread:
         action = dataclasses.replace(action, reason=f"{action.reason}; {', '.join(sorted(unread))}: updated only "
                                                     "columns the query does not read")

@@ -60,7 +60,11 @@ def plan_schema(sources: Mapping[str, SourceVersion]) -> dict[str, dict[str, str
     return {name: dict(s.schema) for name, s in sources.items()}
 
 
-def incremental_support(query: str, sources: Mapping[str, SourceVersion]) -> tuple[Node | None, str | None]:
+# The query's plan and why it cannot be maintained incrementally (None: it can), as ``incremental_support`` answers
+Support = tuple[Node | None, str | None]
+
+
+def incremental_support(query: str, sources: Mapping[str, SourceVersion]) -> Support:
     """The query's plan and None when it can be maintained incrementally; else (plan or None, why not)."""
     try:
         plan = build_plan(query, plan_schema(sources))
@@ -90,7 +94,7 @@ def contents_hash(definition: Definition, plan: Node | None) -> str:
 def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: Mapping[str, ChangeStats],
            data_timestamp: dt.datetime, stored_columns: Collection[str] = (), target_bytes: int | None = None,
            rewrite_max_bytes: int = REWRITE_MAX_BYTES, constraints: Constraints = Constraints(),
-           untracked: Collection[str] = ()) -> RefreshAction:
+           untracked: Collection[str] = (), support: Support | None = None) -> RefreshAction:
     """The refresh of ``definition`` to ``data_timestamp`` reading ``sources``.
 
     ``stats`` holds the change kinds of every source whose version moved since the stored frontier (a source
@@ -99,14 +103,14 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
     ``target_bytes`` is the table's size now (None: unknown), which chooses between a MERGE and a REWRITE;
     ``constraints`` are the sources' RELY keys, which drop join terms they prove empty; ``untracked`` names upstream
     dynamic tables whose change tracking was off at the frontier (turned on only now), whose changes cannot be read
-    from there. Raises
-    DynamicTableError when an INCREMENTAL table's query can no longer be differentiated (its sources' schemas
-    changed under it).
+    from there; ``support``: ``incremental_support(definition.query, sources)`` where the caller has it already
+    (the refresh, which asked it which columns the query reads). Raises DynamicTableError when an INCREMENTAL
+    table's query can no longer be differentiated (its sources' schemas changed under it).
     """
     after = {name: s.version for name, s in sources.items()}
     before = dict(definition.frontier)
 
-    plan, why_not = incremental_support(definition.query, sources)
+    plan, why_not = support if support is not None else incremental_support(definition.query, sources)
     computed_under = contents_hash(definition, plan)
 
     def action(kind: str, reason: str, write: str, **more: object) -> RefreshAction:

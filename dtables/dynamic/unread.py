@@ -20,24 +20,25 @@ from dtables.changes import Interval
 from dtables.changes.moved import moved_columns
 from dtables.dynamic.definition import Definition
 from dtables.dynamic.frontier import SourceVersion
-from dtables.dynamic.plan import incremental_support
+from dtables.dynamic.plan import Support, incremental_support
 
 # false plans every source the log says changed as changed, as before (to compare).
 SKIP_UNREAD_UPDATES = "spark.dtables.refresh.skipUnreadUpdates"
 
 
 def drop_unread_updates(spark: Any, definition: Definition, sources: Mapping[str, SourceVersion],
-                        stats: MutableMapping[str, ChangeStats]) -> tuple[str, ...]:
+                        stats: MutableMapping[str, ChangeStats], support: Support | None = None) -> tuple[str, ...]:
     """Mark unchanged in ``stats`` the sources whose interval moved no column the query reads, and name them.
     Only sources that both removed and added rows (an UPDATE or MERGE; inserts or deletes alone are changes to
     every reader) of tables that already hold contents, and not columns the query reads all of in one read. Of these
     sources whose interval only updated rows in place, ``stats`` records which columns moved (``ChangeStats.moved``):
-    a part of the query that reads none of them is unchanged (Q17's average quantity after a price update)."""
+    a part of the query that reads none of them is unchanged (Q17's average quantity after a price update).
+    ``support``: ``incremental_support`` of the query over ``sources``, where the caller has it."""
     candidates = [n for n, s in stats.items() if s.inserts and s.deletes and n in definition.frontier]
     if not candidates or not definition.initialized \
             or str(spark.conf.get(SKIP_UNREAD_UPDATES, "true")).lower() == "false":
         return ()
-    plan, _ = incremental_support(definition.query, sources)
+    plan, _ = support if support is not None else incremental_support(definition.query, sources)
     if plan is None:
         return ()
     read = columns_read(plan)
