@@ -43,7 +43,7 @@ from dtables.dynamic.plan import STATE_VIEW, RefreshAction, stored_name
 from dtables.dynamic.sources import RefreshSources
 from dtables.dynamic.vocabulary import Write
 from dtables.spark.observations import counting, observed
-from dtables.spark.tiny_plans import TINY_INPUT_BYTES, known_rows, one_job
+from dtables.spark.tiny_plans import TINY_INPUT_BYTES, known_rows, local_rows_unfolded, one_job
 from dtables.spark.types import has_map
 from dtables.sql.dialect import to_spark
 
@@ -260,7 +260,8 @@ def write(clone: Any, location: str, action: RefreshAction, sources: RefreshSour
     if action.write == Write.APPEND:
         appended = _wrapped(changes, *_cast_select(plan_cols, targets), alias(col(METADATA_ROW_ID), ROW_ID_COLUMN))
         appended = appended.where(exp.EQ(this=col(METADATA_ACTION), expression=exp.Literal.string(INSERT)))
-        _sql(clone, appended).write.format("delta").mode("append").save(location)
+        with local_rows_unfolded(clone):
+            _sql(clone, appended).write.format("delta").mode("append").save(location)
         return None
     maps = [c for c, t in zip(plan_cols, targets, strict=False) if _holds_map(t.type)]
     source = _wrapped(one_row_per_id(changes, plan_cols, action.derivative.minimal, maps),
@@ -299,7 +300,8 @@ def _computed_once(changes: Any) -> tuple[Any, int | None] | None:
     count (None if the count did not arrive); None when it is empty (a change that moved no row of the table, such
     as an update of columns its groups' sums do not read), counted in the same job."""
     counted, observation = counting(changes, "dtables_changes")
-    kept = counted.localCheckpoint(eager=True)
+    with local_rows_unfolded(changes.sparkSession):
+        kept = counted.localCheckpoint(eager=True)
     metrics = observed(observation)
     rows = int(metrics.get("rows") or 0) if metrics is not None else None
     if rows == 0:

@@ -32,6 +32,7 @@ from dtables.changes.idempotent import TXN_APP_ID, TXN_VERSION, USER_METADATA
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.spark import fs
 from dtables.spark.jvm import jvm_class, scala_object, static
+from dtables.spark.tiny_plans import local_rows_unfolded
 
 _DELTA = "org.apache.spark.sql.delta"
 _CONVERTERS = "scala.jdk.javaapi.CollectionConverters"
@@ -57,7 +58,7 @@ class Overwrite:
         its whole contents as deleted and inserted again."""
         if identity is not None:
             rows = self._identified(rows, *identity)
-        with _active(self.spark):
+        with _active(self.spark), local_rows_unfolded(self.spark):
             self.written = self.txn.writeFiles(rows._jdf)
 
     def keeps_identity(self) -> bool:

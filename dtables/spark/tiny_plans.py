@@ -99,6 +99,28 @@ def in_few_tasks(spark: Any) -> Iterator[None]:
         yield
 
 
+# Spark's optimizer evaluates a projection or filter over a local relation on the driver, row by row and
+# interpreted (``ConvertToLocalRelation``), each time a plan over it is optimized: for the 20,000 change rows an
+# UPDATE of 0.1% of a 10M-row table leaves held by the driver, about a third of the optimizer's time in a REWRITE's
+# planning (JFR, bench/README.md), where the write's job computes the same projection compiled, in its tasks.
+EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
+FOLD_LOCAL_RELATIONS = "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation"
+
+
+@contextmanager
+def local_rows_unfolded(spark: Any) -> Iterator[None]:
+    """While the block plans and runs a query that runs a Spark job anyway (a write): projections and filters over
+    rows the driver holds are left to that job rather than computed by the optimizer. Not for a read collected
+    without a job (``shared_reads.on_driver``), which that folding is what makes so."""
+    current = spark.conf.get(EXCLUDED_RULES, None) or ""
+    rules = [r.strip() for r in current.split(",") if r.strip()]
+    if FOLD_LOCAL_RELATIONS in rules:
+        yield
+        return
+    with _set(spark, ((EXCLUDED_RULES, ",".join([*rules, FOLD_LOCAL_RELATIONS])),)):
+        yield
+
+
 @contextmanager
 def _set(spark: Any, settings: tuple[tuple[str, str], ...]) -> Iterator[None]:
     """``settings`` on ``spark`` for the block, the session's own restored after."""

@@ -71,3 +71,35 @@ def test_a_local_checkpoint_of_known_rows_is_sized_by_them(spark: Any, tmp_path:
     assert input_bytes(joined) == 2 * 4 * 24
     other = spark.read.parquet(str(tmp_path / "big")).where("id = 1").localCheckpoint(eager=True)
     assert input_bytes(other) == by_spark  # not recorded: Spark's estimate
+
+
+def test_rows_held_by_the_driver_are_left_unfolded_in_a_write_and_the_settings_come_back(spark: Any) -> None:
+    """Inside ``local_rows_unfolded`` a projection of a local relation stays a projection for the job to compute
+    (the optimizer does not evaluate it row by row), with the same rows; rules the session already excludes stay
+    excluded, and the setting comes back as it was."""
+    from dtables.spark.tiny_plans import EXCLUDED_RULES, FOLD_LOCAL_RELATIONS, local_rows_unfolded
+
+    session = spark.newSession()
+    import pyarrow as pa
+
+    held = session.createDataFrame(pa.table({"k": list(range(50)), "name": [str(i) for i in range(50)]}))
+    query = held.selectExpr("k * 2 AS k2", "upper(name) AS name").where("k2 > 10")
+
+    def optimized(df: Any) -> str:
+        return str(df._jdf.queryExecution().optimizedPlan().nodeName())
+
+    assert optimized(query.select("*")) == "LocalRelation"  # folded by the optimizer, as Spark does
+    expected = sorted(query.collect())
+    other = "org.apache.spark.sql.catalyst.optimizer.ConstantFolding"
+    session.conf.set(EXCLUDED_RULES, other)
+    with local_rows_unfolded(session):
+        assert session.conf.get(EXCLUDED_RULES) == f"{other},{FOLD_LOCAL_RELATIONS}"
+        unfolded = query.select("*")  # a new query execution, planned under the setting
+        assert optimized(unfolded) != "LocalRelation"
+        assert sorted(unfolded.collect()) == expected and len(expected) == 44
+    assert session.conf.get(EXCLUDED_RULES) == other
+    session.conf.unset(EXCLUDED_RULES)
+    with local_rows_unfolded(session):
+        pass
+    assert session.conf.get(EXCLUDED_RULES, None) is None
+    assert optimized(query.select("*")) == "LocalRelation"
