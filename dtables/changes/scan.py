@@ -123,7 +123,10 @@ def _scan_direct(spark: Any, location: str, metadata: TableMetadata, schema: T.S
             tagged = tagged.join(F.broadcast(picked.frame(spark, PICKED_SCHEMA)),
                                  (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file, "left_semi")
         else:
-            on = (F.col(FILE) == F.col(_MARK_FILE)) & (F.col(_ROW_INDEX) == F.col(_MARK_ROW))
+            # Joined by row index alone, the file compared in the join's condition, as above: with the file in the
+            # key every row of every file hashed its name and probed a table of generic keys
+            same_file = (F.col(FILE) >= F.col(_MARK_FILE)) & (F.col(FILE) <= F.col(_MARK_FILE))
+            on = (F.col(_ROW_INDEX) == F.col(_MARK_ROW)) & same_file
             keep = F.col(_MARK_KEEP).isNull()
             if selective:
                 keep = F.when(F.col(FILE).isin(sorted(selective)), F.col(_MARK_KEEP).eqNullSafe(F.lit(True))) \
