@@ -115,8 +115,8 @@ def on_driver(df: DataFrame) -> DataFrame:
     jdf = df._jdf  # type: ignore[attr-defined]
     with in_few_tasks(session):  # a few thousand rows (``driver_rows_max``): tasks would cost more than the rows
         # Rows the driver holds already (picked by ``picked_rows``) are collected without a job; Arrow takes one
-        local = jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
-        if not local and all(_arrow_held(f.dataType) for f in df.schema.fields):
+        held_already = jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+        if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):
             table = df.toArrow()
             if table.nbytes * 2 <= _local_relation_bytes(session):  # else Spark would make it an RDD, not held
                 held = _marked(session.createDataFrame(table, schema=df.schema), table.num_rows)
