@@ -12,12 +12,14 @@ from differentiation.output import (
 )
 from differentiation.prune import PruneSite
 from differentiation.rules import RULES
-from differentiation.sources import Sources
+from differentiation.shared_reads import HeldRead, KeyRead
+from differentiation.sources import HeldSources, Sources
 from differentiation.support import incremental_reason
 from differentiation.vocabulary import ChangeFormat, ChangeStats, Shape
 
 __all__ = [
-    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "KeyFilter", "KeyProbe", "PruneSite", "Shape", "Snapshot",
+    "RULES", "ChangeFormat", "ChangeStats", "Derivative", "HeldRead", "HeldSources", "KeyFilter", "KeyProbe",
+    "KeyRead", "PruneSite", "Shape", "Snapshot",
     "Sources", "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
     "incremental_reason", "key_probes", "merges_state", "snapshot_query", "state_merge_query",
 ]

@@ -30,7 +30,7 @@ from differentiation.rewrite import map_bottom_up, map_children
 from differentiation.rules.aggregate import AggregateFromEnd
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta, arg_type, helper_args
 from differentiation.rules.semi_join import CountedSemiJoinDelta
-from differentiation.shared_reads import SHARED_ALIAS, shared_reads
+from differentiation.shared_reads import SHARED_ALIAS, canonical_read, held_read, shared_reads
 from differentiation.sources import Sources
 from differentiation.sql import (
     alias, call, cast, col, hash_ids, hash_values, ident, is_insert, number, sign, string,
@@ -125,7 +125,7 @@ class Compiler:
 
     def __init__(self, sources: Sources, shared: frozenset[Node] | None = None, *, broadcast_keys: bool = False,
                  broadcast_state: bool = True, whole_groups: WholeGroups | None = None,
-                 aliased: Mapping[Node, Restrict] | None = None) -> None:
+                 aliased: Mapping[Node, Restrict] | None = None, hold_reads: bool = True) -> None:
         self.sources = sources
         self.aliased = aliased or {}  # restricted snapshots read once for every alias (`shared_reads`)
         self.shared = shared  # nodes read more than once (emitted as CTEs); None: every node a CTE
@@ -140,6 +140,10 @@ class Compiler:
         # change's sums broadcast: every broadcast is a Spark job of its own, and a plan whose inputs are all tiny
         # otherwise runs as one job (dtables' `tiny_plans`). The caller, who knows the state's size, says which.
         self.broadcast_state = broadcast_state
+        # With small changes, a restricted read whose keys are a change's may be computed once by the caller for
+        # every plan that reads the same rows (`Sources.held`; `shared_reads.held_read`).
+        self.hold_reads = hold_reads and broadcast_keys and callable(getattr(sources, "held", None))
+        self._held: dict[Node, exp.Select | None] = {}
         self._names: dict[Node, str] = {}
         self._ctes: list[exp.CTE] = []
         self._dispatch: dict[type[Node], Callable[[Node], exp.Query]] = {
@@ -170,6 +174,8 @@ class Compiler:
         end of the interval) and a shared restricted snapshot (`prune.unify_key_sets`) are computed once: Spark
         would scan their input once per reader; so is a restricted snapshot the plan reads under several aliases
         (`shared_reads`), each reader renaming its columns."""
+        if self.held(node) is not None:
+            return _from(self.name(node), as_)
         if node in self.aliased:
             return self._renamed(node).subquery(exp.to_identifier(as_, quoted=True))
         if self.shared is not None and node in self.shared and _scans_once(node):
@@ -379,8 +385,39 @@ class Compiler:
         items = [alias(col(f"{SHARED_ALIAS}.{c}", "r"), f"{scan.alias}.{c}") for c, _ in scan.schema]
         return exp.select(*items, col(ROW_ID, "r")).from_(_from(self._computed_once(self.aliased[node]), "r"))
 
+    def held(self, node: Node) -> exp.Select | None:
+        """`node`'s rows as the caller holds them (`Sources.held`), columns renamed for this reader; None where
+        `node` is no restricted read of change keys or the caller computes none."""
+        if not self.hold_reads:
+            return None
+        if node not in self._held:
+            self._held[node] = self._held_read(node)
+        found = self._held[node]
+        return found.copy() if found is not None else None
+
+    def _held_read(self, node: Node) -> exp.Select | None:
+        read = held_read(node)
+        canonical = canonical_read(node)
+        if read is None or canonical is None:
+            return None
+
+        def query() -> exp.Select:
+            alone = Compiler(self.sources, broadcast_keys=self.broadcast_keys, hold_reads=False)
+            return alone.query(exp.select(exp.Star()).from_(_from(alone.name(canonical))))
+
+        view = self.sources.held(read, query)  # type: ignore[attr-defined]
+        if view is None:
+            return None
+        assert isinstance(node, Restrict) and isinstance(node.child, Snapshot)
+        scan = node.child.scan
+        items = [alias(col(f"{SHARED_ALIAS}.{c}", "r"), f"{scan.alias}.{c}") for c, _ in scan.schema]
+        return exp.select(*items, col(ROW_ID, "r")).from_(_relation(view).as_("r", quoted=True))
+
     def _restrict(self, node: Node) -> exp.Query:
         assert isinstance(node, Restrict)
+        held = self.held(node)
+        if held is not None:
+            return held
         if node in self.aliased:
             return self._renamed(node)
         if node.keys.width == 0:

@@ -16,13 +16,21 @@ scans it three times. Two pure rewrites of a pushed plan (`compile.push_at`: sna
 
 For small changes only (the caller decides): the shared read is kept once (a shuffle of its rows), cheap when the
 keys are a few thousand, dearer than the scans it saves when they cover much of the table.
+
+`held_read` describes a restricted read whose keys are those of change reads alone by what decides its rows (the
+table, the end, the literal key filters, the key column, and the change reads and columns its keys come from), so
+that a caller (`Sources.held`) can compute it once for every plan that reads the same: after a batch, the queries
+of a DAG that join orders with lineitem each read lineitem restricted to the changed orders' keys at the same
+versions.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
-from differentiation.delta_nodes import KeySet, Restrict, Snapshot
+from differentiation.delta_nodes import ChangeRead, KeyFilter, KeySet, Restrict, Snapshot
 from differentiation.plan import Node, Scalar, Scan, each_once
 from differentiation.prune import restrict_alike, typed_reads
 from differentiation.sql import col
@@ -84,3 +92,43 @@ def shared_reads(plan: Node) -> dict[Node, Restrict]:
         if canonical is not None:
             readers.setdefault(canonical, set()).add(node)
     return {n: c for c, nodes in readers.items() if len(nodes) > 1 for n in nodes}
+
+
+@dataclass(frozen=True)
+class KeyRead:
+    """The keys of one change read: the distinct values of `column` (a base column) in the changes of `table`, of
+    its freshly inserted rows only where `append_only` (`ChangeRead`)."""
+
+    table: str
+    column: str
+    append_only: bool = False
+
+
+@dataclass(frozen=True)
+class HeldRead:
+    """What decides the rows of a restricted snapshot whose keys come from change reads alone: the rows of `table`
+    at `when` passing `filters` whose `column` (a base column) is NULL-safe equal to a key of one of `keys` (in a
+    canonical order). Two plans whose reads have equal descriptions over the same intervals read the same rows."""
+
+    table: str
+    when: str
+    filters: tuple[KeyFilter, ...]
+    column: str
+    keys: tuple[KeyRead, ...]
+
+
+def held_read(node: Node) -> HeldRead | None:
+    """`node`'s description if it is a snapshot restricted on one bare column to the keys of change reads alone
+    (bare columns of them), else None."""
+    found = _key_column(node)
+    if found is None:
+        return None
+    assert isinstance(node, Restrict) and isinstance(node.child, Snapshot)
+    reads = []
+    for child, (key,) in zip(node.keys.inputs, node.keys.exprs):
+        if not (isinstance(child, ChangeRead) and isinstance(key.expr, exp.Column)
+                and key.expr.name in child.scan.columns()):
+            return None
+        reads.append(KeyRead(child.scan.table, key.expr.name[len(child.scan.alias) + 1:], child.append_only))
+    ordered = tuple(sorted(set(reads), key=lambda r: (r.table, r.column, r.append_only)))
+    return HeldRead(found[0], node.child.when, node.child.keys, found[1], ordered)

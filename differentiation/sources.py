@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
+from collections.abc import Callable
+
+from sqlglot import exp
+
 from differentiation.delta_nodes import KeyFilter
+from differentiation.shared_reads import HeldRead
 
 When = Literal["start", "end"]
 
@@ -40,4 +45,15 @@ class StateSources(Sources, Protocol):
 
     def state(self) -> str:
         """A relation with the stored helper columns (`__key<j>`, `__cnt`, `__sum_<i>`, `__nn_<i>`)."""
+        ...
+
+
+class HeldSources(Sources, Protocol):
+    """Sources of a caller that can compute a restricted read once for every plan that reads the same rows."""
+
+    def held(self, read: HeldRead, query: Callable[[], exp.Select]) -> str | None:
+        """A relation with the rows of `query()` (a SELECT of the restricted read `read` describes, its columns
+        named under `shared_reads.SHARED_ALIAS`, and `__row_id`), computed once for the plans that read what `read`
+        describes over the same intervals; or None, where the plan is to compute it itself (the read too large
+        to hold, say). `query` is called at most once, and only when the rows are not held already."""
         ...

@@ -311,17 +311,31 @@ def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[s
     hold the same values in the ``compared`` columns. Only where the interval both removed and added rows and
     some column is not compared (an update of every column read is a change), in one pass over the change rows:
     a window per row id, no join."""
-    columns = _columns(plan)
-    read = {c.lower() for c in compared} if compared is not None else set()  # Spark resolves names without case
-    if compared is None or plan.shape != Shape.MINIMIZE or {c.lower() for c in columns} <= read:
+    read = _compared_columns(plan, compared)
+    if read is None:
         return delta
     by_id = Window.partitionBy(F.col(DELTA_ROW_ID))
-    kept = [F.col(quote_column(c)) for c in columns if c.lower() in read]
+    kept = [F.col(quote_column(c)) for c in _columns(plan) if c.lower() in read]
     values = F.struct(*kept) if kept else F.lit(0)
     unchanged = ((F.count(F.lit(1)).over(by_id) == 2)
                  & (F.min(DELTA_ACTION).over(by_id) != F.max(DELTA_ACTION).over(by_id))
                  & F.min(values).over(by_id).eqNullSafe(F.max(values).over(by_id)))
     return delta.withColumn("__unchanged", unchanged).where(~F.col("__unchanged")).drop("__unchanged")
+
+
+def _compared_columns(plan: ChangePlan, compared: frozenset[str] | None) -> frozenset[str] | None:
+    """The columns (lower case: Spark resolves names without case) by which ``_without_unchanged`` leaves out the
+    rows of ``plan`` whose DELETE and INSERT agree, for a reader of ``compared``; None where it leaves every row."""
+    read = frozenset(c.lower() for c in compared) if compared is not None else frozenset()
+    if compared is None or plan.shape != Shape.MINIMIZE or {c.lower() for c in _columns(plan)} <= read:
+        return None
+    return read
+
+
+def compared_columns(spark: Any, interval: Interval, compared: frozenset[str] | None) -> frozenset[str] | None:
+    """What decides the rows ``redundant_delta(..., compared=compared)`` leaves out of ``interval``'s change read
+    (None: none), from the log: readers of different columns read the same rows where these are equal."""
+    return _compared_columns(plan_changes(spark, interval, ChangeFormat.DEFAULT), compared)
 
 
 def _rows_read(spark: Any, plan: ChangePlan) -> int:

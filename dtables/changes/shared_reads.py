@@ -29,6 +29,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from contextlib import nullcontext
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -50,6 +51,7 @@ DRIVER_ROWS_MAX = "spark.dtables.changes.driverRowsMax"
 DEFAULT_DRIVER_ROWS_MAX = 50_000
 MAX_KEPT = 16  # intervals kept per process: enough for every source of a DAG refreshed at one frontier
 MAX_PLANS = 64  # snapshot plans kept per process (they hold no rows)
+MAX_HELD = 32  # restricted reads held per process (``held_once``: each at most ``driver_rows_max`` rows)
 
 _lock = threading.Lock()
 _kept: OrderedDict[tuple[Hashable, ...], str] = OrderedDict()
@@ -100,7 +102,34 @@ def driver_rows_max(spark: Any) -> int:
     return -1 if is_connect(spark) else int(spark.conf.get(DRIVER_ROWS_MAX, str(DEFAULT_DRIVER_ROWS_MAX)))
 
 
-def on_driver(df: DataFrame) -> DataFrame:
+def held_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFrame], most: int) -> DataFrame | None:
+    """``build()``'s rows held by the driver (``on_driver``), or the rows held earlier in this application under
+    ``key``, for reads whose size nothing bounds ahead (a snapshot restricted to a change's keys,
+    ``IntervalSources.held``). None the first time ``key`` is asked for: a read that one plan only reads (TPC-H
+    Q17's lineitem by the changed parts) costs that plan nothing more than its own scan, where holding it costs a
+    job of its own; the second asker holds it for itself and every later one. None too when it has more than
+    ``most`` rows (found by the one job that tried, at most ``most + 1`` rows taken, and remembered, so that no
+    later refresh tries again). Scanned in as many tasks as Spark plans, not ``in_few_tasks``: the read it scans
+    is a whole table's."""
+    if most <= 0 or str(spark.conf.get(SHARED_READS, "true")).lower() == "false":
+        return None
+    full_key = ("held", _application(spark), *key)
+    kept = _lookup(spark, full_key)
+    if kept is not None:
+        return kept
+    if known_value(spark, ("too many", *full_key)):
+        return None
+    if not known_value(spark, ("asked", *full_key)):  # one reader scans it in its own plan, as it would anyway
+        value_once(spark, ("asked", *full_key), lambda: True)
+        return None
+    held = on_driver(build().limit(most + 1), few_tasks=False)
+    if (held_rows(held) or 0) > most:
+        value_once(spark, ("too many", *full_key), lambda: True)
+        return None
+    return _keep(spark, full_key, held)
+
+
+def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
     """``df``'s rows computed now (one Spark job, as a local checkpoint takes) and held by the driver as a local
     relation. A plan over a local relation reads no files, and collecting it runs no job; a broadcast of it still
     does (Spark collects a ``LocalTableScanExec`` through its RDD to broadcast it), but one that reads no files,
@@ -110,10 +139,11 @@ def on_driver(df: DataFrame) -> DataFrame:
     Rows of flat columns whose values Arrow carries exactly (``_ARROW_HELD``) come to Python as one Arrow table
     and go back as the local relation (``held_table`` then gives the table, which ``moved`` compares without a
     second job): 20,000 change rows took 58 ms that way against 106 ms collected in the JVM and then copied to
-    Arrow for ``moved`` (bench/README.md). Other rows stay in the JVM (``collectAsList``)."""
+    Arrow for ``moved`` (bench/README.md). Other rows stay in the JVM (``collectAsList``). ``few_tasks``: the rows
+    come from inputs as small as they are (``in_few_tasks``), not from a scan of a whole table."""
     session = df.sparkSession
     jdf = df._jdf  # type: ignore[attr-defined]
-    with in_few_tasks(session):  # a few thousand rows (``driver_rows_max``): tasks would cost more than the rows
+    with in_few_tasks(session) if few_tasks else nullcontext():  # a few thousand rows: tasks would cost more
         # Rows the driver holds already (picked by ``picked_rows``) are collected without a job; Arrow takes one
         held_already = jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
         if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):
@@ -242,7 +272,7 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
 def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFrame:
     name = f"dtables_{full_key[0]}_{next(_names)}"
     df.createOrReplaceGlobalTempView(name)
-    limit = MAX_KEPT if full_key[0] == "read" else MAX_PLANS
+    limit = {"read": MAX_KEPT, "held": MAX_HELD}.get(str(full_key[0]), MAX_PLANS)
     rows = _marked_rows(df)
     with _lock:
         _kept[full_key] = name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,11 +29,12 @@ from dtables.changes.keys import (
 )
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.moved import known_moved_columns
-from dtables.changes.reader import direct_snapshots, redundant_delta, snapshot, snapshot_ends
+from dtables.changes.reader import compared_columns, direct_snapshots, redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
-from dtables.changes.shared_reads import plan_once
+from dtables.changes.shared_reads import driver_rows_max, held_once, plan_once
 from dtables.changes.shapes import change_stats
+from dtables.sql.dialect import to_spark
 
 _view_names = itertools.count()
 
@@ -45,6 +47,8 @@ DEFAULT_BROADCAST_KEYS_MAX_ROWS = 1_000_000
 # both (differentiation/ends.py). Off by default: on TPC-H SF 1 RF2 it saved no time in sum (bench/README.md), the
 # shared read's shuffle costing about what the second scan did.
 SHARE_ENDS = "spark.dtables.refresh.shareEnds"
+HOLD_RESTRICTED = "spark.dtables.refresh.holdRestrictedReads"
+_INTEGRAL = frozenset({"tinyint", "smallint", "int", "bigint"})
 # With such small changes, false reads a table the plan reads restricted under several aliases (TPC-H Q21's three
 # lineitems) once per alias, as before differentiation/shared_reads.py (to compare).
 SHARE_ALIASES = "spark.dtables.refresh.shareAliases"
@@ -257,12 +261,84 @@ class IntervalSources:
 
     def changes(self, table: str) -> str:
         """The table's redundant delta; an update of columns the plan does not read is no change to it."""
-        compared = self._read.get(table)
-        if compared is not None and self._every_update_moved(table, compared):
-            compared = None  # no updated row agrees with itself on the compared columns: nothing to leave out
+        compared = self._compared(table)
         kept = self._kept(table)
         return self._view(table, ("changes", compared, kept), lambda: redundant_delta(
             self.spark, self.intervals[table], read_once=True, compared=compared, kept=kept))
+
+    def _compared(self, table: str) -> frozenset[str] | None:
+        """The columns whose change makes an update a change of ``table`` to this plan (None: any)."""
+        compared = self._read.get(table)
+        if compared is not None and self._every_update_moved(table, compared):
+            return None  # no updated row agrees with itself on the compared columns: nothing to leave out
+        return compared
+
+    def held(self, read: diff.HeldRead, query: Callable[[], Any]) -> str | None:
+        """The rows of a snapshot restricted to the keys of change reads (``differentiation.Sources.held``), held
+        by the driver once per application for every refresh that reads the same (``shared_reads.held_once``):
+        after a batch, each query joining orders with lineitem read lineitem restricted to the changed orders'
+        keys, a scan of every file of it when the keys are scattered. None with
+        ``spark.dtables.refresh.holdRestrictedReads=false``, or where the read has more rows than the driver
+        holds of a change (``spark.dtables.changes.driverRowsMax``)."""
+        if str(self.settings.conf.get(HOLD_RESTRICTED, "true")).lower() == "false":
+            return None
+        key = self._held_key(read)
+        most = driver_rows_max(self.settings)
+        if key is None or self._surely_more(read, most):
+            return None
+        rows = held_once(self.spark, key, lambda: self.spark.sql(to_spark(query(), copy=False)), most)
+        return None if rows is None else self._view(read.table, ("held", read), lambda: rows)
+
+    def _held_key(self, read: diff.HeldRead) -> tuple[Any, ...] | None:
+        """What decides the rows of ``read`` over these intervals: the table and version read, the tables and
+        intervals whose changes give the keys, and which updates are changes to this plan."""
+        def table_key(table: str) -> tuple[Any, ...]:
+            i = self.intervals[table]
+            return i.location or i.table, self._log(table).metadata_at(i.end_version).table_id
+
+        if any(k.table not in self.intervals for k in read.keys):
+            return None
+        i = self.intervals[read.table]
+        version = i.start_version if read.when == "start" else i.end_version
+        def change_key(table: str) -> tuple[Any, ...]:
+            j = self.intervals[table]
+            compared = compared_columns(self.spark, j, self._compared(table))
+            return *table_key(table), j.start_version, j.end_version, compared
+
+        keys = tuple((*change_key(k.table), k.column, k.append_only) for k in read.keys)
+        return (*table_key(read.table), version, read.filters, read.column, keys, direct_snapshots(self.spark))
+
+    def _surely_more(self, read: diff.HeldRead, most: int) -> bool:
+        """Whether the log says ``read`` holds more than ``most`` rows, so that a job collecting it would be work
+        thrown away: it has at most as many keys as its change reads have rows, and an integer column whose files'
+        statistics span ``n`` values in ``r`` rows has at least ``r / n`` rows per value on average (TPC-H's
+        lineitem restricted to the suppliers of a few thousand changed lines: 600 rows a supplier, most of the
+        table; by the changed orders: 4 lines an order)."""
+        if self._types(read.table).get(read.column) not in _INTEGRAL:
+            return False
+        i = self.intervals[read.table]
+        files = self._log(read.table).files_at(i.start_version if read.when == "start" else i.end_version)
+        if not files:
+            return False
+        low = high = None
+        rows = 0
+        for f in files:
+            stats = json.loads(f.stats) if f.stats else {}
+            lo, hi = (stats.get("minValues") or {}).get(read.column), (stats.get("maxValues") or {}).get(read.column)
+            if lo is None or hi is None or f.num_records is None:
+                return False
+            low, high = min(lo, low if low is not None else lo), max(hi, high if high is not None else hi)
+            rows += f.num_records
+        if low is None or high is None:
+            return False
+        keys = sum(self._changed_rows(table) for table in {r.table for r in read.keys})
+        return keys * rows > most * (int(high) - int(low) + 1)
+
+    def _changed_rows(self, table: str) -> int:
+        """The rows the commits of ``table``'s interval inserted and deleted (from the log)."""
+        i = self.intervals[table]
+        log = self._log(table)
+        return sum(sum(commit_rows(log.commit(v))) for v in range(i.start_version + 1, i.end_version + 1))
 
     def _kept(self, table: str) -> frozenset[str] | None:
         """The columns a shared change read of ``table`` materializes (None: all): those its readers may read,

@@ -284,3 +284,32 @@ def test_rows_held_as_arrow_are_the_rows_of_the_read(spark: Any):
     stamped = shared_reads.on_driver(spark.sql("SELECT TIMESTAMP'2026-03-29 02:30:00' AS at, 1 AS x"))
     assert shared_reads.held_table(stamped) is None and shared_reads.held_rows(stamped) == 1
     assert stamped.collect()[0]["x"] == 1
+
+
+def test_a_read_of_unbounded_size_is_held_from_its_second_asker_and_only_if_small(spark: Any):
+    """``held_once``: the first asker computes the read in its own plan; the second holds it for every later one;
+    a read found larger than asked is not held, and not tried again."""
+    shared_reads.forget_all(spark)
+    built: list[int] = []
+
+    def build(n: int) -> Any:
+        built.append(n)
+        return spark.range(n).selectExpr("id", "CAST(id AS STRING) AS s")
+
+    try:
+        assert shared_reads.held_once(spark, ("small",), lambda: build(3), 5) is None
+        assert built == []  # nothing computed for the first asker
+        held = shared_reads.held_once(spark, ("small",), lambda: build(3), 5)
+        assert held is not None and sorted(held.collect()) == sorted(build(3).collect())
+        assert shared_reads.held_rows(held) == 3
+        with SparkWork(spark, "collect") as work:
+            again = shared_reads.held_once(spark, ("small",), lambda: build(3), 5)
+            assert again is not None and len(again.collect()) == 3
+        assert work.cost.jobs == 0
+        built.clear()
+        for _ in range(3):
+            assert shared_reads.held_once(spark, ("large",), lambda: build(9), 5) is None
+        assert built == [9]  # tried once, by the second asker, and remembered
+        assert shared_reads.held_once(spark, ("off",), lambda: build(1), 0) is None
+    finally:
+        shared_reads.forget_all(spark)

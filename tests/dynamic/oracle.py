@@ -17,6 +17,7 @@ from dtables.dynamic.plan import decide
 from dtables.dynamic.sources import RefreshSources
 from dtables.sql.dialect import parse_one, to_spark
 from dtables.sql.references import replace_table
+from dtables.testing import assert_same_rows
 
 
 def latest_record(dt: Any, name: str) -> history.RefreshRecord:
@@ -68,3 +69,11 @@ def change_query_plan(dt: Any, name: str, stats: Mapping[str, ChangeStats]) -> s
     refresh.spark.conf.set("spark.sql.adaptive.enabled", "false")  # as incremental refreshes run (executor.py)
     return str(refresh.spark.sql(to_spark(refresh.changes_query(action.derivative)))._jdf.queryExecution()
                .executedPlan().toString())
+
+
+def refreshes_match(dt: Any, names: list[str]) -> None:
+    """Refresh `names`: each succeeds INCREMENTAL (or NO_DATA) and then equals its query from scratch."""
+    for record in dt.refresh(names):
+        assert record.state == "SUCCEEDED", record.error
+        assert record.action in ("INCREMENTAL", "NO_DATA"), (record.name, record.action, record.reason)
+        assert_same_rows(table_rows(dt, record.name), oracle_rows(dt, record.name))

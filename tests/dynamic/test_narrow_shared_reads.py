@@ -15,8 +15,7 @@ from dtables.changes import shared_reads
 from dtables.changes.sources import IntervalSources
 from dtables.dynamic import definition as defs
 from dtables.dynamic.readers import mentioned_columns, source_readers
-from dtables.testing import assert_same_rows
-from oracle import oracle_rows, table_rows
+from oracle import refreshes_match
 
 # None of them reads a.note or a.pad; the EXISTS subquery's * reads no column
 TABLES = {
@@ -66,20 +65,13 @@ def _setup(connect: Any) -> Any:
     return session
 
 
-def _refresh(session: Any, names: list[str]) -> None:
-    for record in session.refresh(names):
-        assert record.state == "SUCCEEDED", record.error
-        assert record.action in ("INCREMENTAL", "NO_DATA"), (record.name, record.action, record.reason)
-        assert_same_rows(table_rows(session, record.name), oracle_rows(session, record.name))
-
-
 def test_a_scattered_delete_is_read_once_with_the_columns_its_readers_name(connect: Any) -> None:
     """Then a reader of every column (``SELECT *``) makes the next interval's shared read hold them all."""
     session = _setup(connect)
     shared_reads.forget_all(session.spark)
     try:
         session.sql("DELETE FROM a WHERE try_cast(note AS INT) % 10 = 3 OR note IS NULL")
-        _refresh(session, sorted(TABLES))
+        refreshes_match(session, sorted(TABLES))
         assert _kept_columns() == [("k", "v")]
         readers = source_readers(lambda: defs.load_all(session.store))
         assert readers("default.a") == frozenset({"a", "b", "k", "v", "w"})
@@ -87,7 +79,7 @@ def test_a_scattered_delete_is_read_once_with_the_columns_its_readers_name(conne
                     "SELECT * FROM a WHERE v > 1")
         shared_reads.forget_all(session.spark)
         session.sql("DELETE FROM a WHERE try_cast(note AS INT) % 10 = 7")
-        _refresh(session, sorted([*TABLES, "s"]))
+        refreshes_match(session, sorted([*TABLES, "s"]))
         assert _kept_columns() == [None]
     finally:
         shared_reads.forget_all(session.spark)
@@ -125,6 +117,6 @@ def test_random_changes_read_through_narrowed_shared_reads_match_recompute(conne
         for ops in script:
             for op in ops:
                 _run(session, op)
-            _refresh(session, sorted(TABLES))
+            refreshes_match(session, sorted(TABLES))
     finally:
         shared_reads.forget_all(session.spark)
