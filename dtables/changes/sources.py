@@ -277,10 +277,12 @@ class IntervalSources:
         """The rows of a snapshot restricted to the keys of change reads (``differentiation.Sources.held``), held
         by the driver once per application for every refresh that reads the same (``shared_reads.held_once``):
         after a batch, each query joining orders with lineitem read lineitem restricted to the changed orders'
-        keys, a scan of every file of it when the keys are scattered. None with
-        ``spark.dtables.refresh.holdRestrictedReads=false``, or where the read has more rows than the driver
-        holds of a change (``spark.dtables.changes.driverRowsMax``)."""
-        if str(self.settings.conf.get(HOLD_RESTRICTED, "true")).lower() == "false":
+        keys, a scan of every file of it when the keys are scattered. Only with
+        ``spark.dtables.refresh.holdRestrictedReads=true``: off by default, since a read whose second asker is its
+        last reader costs that refresh a job for nothing, which on TPC-H's inserts and updates outweighed what the
+        later readers saved (bench/README.md). None too where the read has more rows than the driver holds of a
+        change (``spark.dtables.changes.driverRowsMax``)."""
+        if str(self.settings.conf.get(HOLD_RESTRICTED, "false")).lower() != "true":
             return None
         key = self._held_key(read)
         most = driver_rows_max(self.settings)

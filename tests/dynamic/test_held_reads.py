@@ -41,7 +41,15 @@ def _setup(connect: Any) -> Any:
         session.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS {query}")
     # the tables are tiny: a join term still reads the other side by the change's keys, as at TPC-H's sizes
     session.spark.conf.set(RESTRICT_MIN_BYTES, "0")
+    session.spark.conf.set(HOLD_RESTRICTED, "true")  # off by default
     return session
+
+
+def _reset(session: Any) -> None:
+    """The settings `_setup` and the tests changed back (one Spark session serves every test), nothing kept."""
+    for key in (RESTRICT_MIN_BYTES, HOLD_RESTRICTED, DRIVER_ROWS_MAX):
+        session.spark.conf.unset(key)
+    shared_reads.forget_all(session.spark)
 
 
 def _held() -> list[tuple[Any, ...]]:
@@ -63,9 +71,11 @@ def test_a_restricted_read_is_held_once_for_every_table_at_the_frontier(connect:
         session.sql("DELETE FROM a WHERE try_cast(note AS INT) % 10 = 3")  # scattered: rows picked by vector
         session.sql("DELETE FROM b WHERE k = 5")
         # planned before any refresh reads the interval: the join terms scan b (and a) by key
-        session.spark.conf.set(HOLD_RESTRICTED, "false")
-        assert _scans_of_b(session, "j") > 0
         session.spark.conf.unset(HOLD_RESTRICTED)
+        assert _scans_of_b(session, "j") > 0
+        assert _scans_of_b(session, "j") > 0  # off by default: asked for twice, and still scanned
+        assert _held() == []
+        session.spark.conf.set(HOLD_RESTRICTED, "true")
         assert _scans_of_b(session, "j") > 0  # the first plan to read it scans it itself
         assert _held() == []
         assert _scans_of_b(session, "j") == 0  # the second holds it, on the driver: its plan reads no file of b
@@ -76,7 +86,7 @@ def test_a_restricted_read_is_held_once_for_every_table_at_the_frontier(connect:
         refreshes_match(session, ["g", "x"])
         assert set(_held()) == held  # and so did the others
     finally:
-        shared_reads.forget_all(session.spark)
+        _reset(session)
 
 
 def test_tables_whose_changes_differ_hold_reads_of_their_own(connect: Any) -> None:
@@ -94,7 +104,7 @@ def test_tables_whose_changes_differ_hold_reads_of_their_own(connect: Any) -> No
         assert set(_held()) - held_by_j
         refreshes_match(session, ["x"])
     finally:
-        shared_reads.forget_all(session.spark)
+        _reset(session)
 
 
 def test_a_read_too_large_to_hold_is_scanned_by_the_plan(connect: Any) -> None:
@@ -111,8 +121,7 @@ def test_a_read_too_large_to_hold_is_scanned_by_the_plan(connect: Any) -> None:
         # empty); the others are larger (so the log says, or the one job that tried found), and their plans scan them
         assert all(shared_reads._held[shared_reads._kept[key]] <= 2 for key in _held())
     finally:
-        session.spark.conf.unset(DRIVER_ROWS_MAX)
-        shared_reads.forget_all(session.spark)
+        _reset(session)
 
 
 keys = st.one_of(st.none(), st.integers(0, 9))
@@ -160,4 +169,4 @@ def test_random_changes_read_through_held_reads_match_recompute(connect: Any, sc
             for name in order:  # one at a time: each later one reads what the earlier ones held
                 refreshes_match(session, [name])
     finally:
-        shared_reads.forget_all(session.spark)
+        _reset(session)
