@@ -28,6 +28,10 @@ class Derivative:
     information: ChangeFormat
     minimal: bool = True
     constraints: Constraints = Constraints()  # the RELY keys it was derived under (key pruning uses them too)
+    # the base tables whose change may have inserted rows, and those whose change may have deleted rows: a
+    # referenced table's change proves keys absent only where it can have gained or lost some (`prune.Absence`)
+    inserted: frozenset[str] = frozenset()
+    deleted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.shape not in tuple(Shape) or not self.plan.is_delta:
@@ -95,11 +99,18 @@ def differentiate(
                         deletes_only=frozenset(t for t, k in kinds.items() if not k.inserts),
                         moved=tuple(sorted((t, k.moved) for t, k in kinds.items() if k.moved is not None)))
     shape = _shape(plan, changed, stats, append_only) if ctx.has_changes(plan) else Shape.NO_DATA
+    inserted = frozenset(t for t, k in kinds.items() if k.inserts)
+    deleted = frozenset(t for t, k in kinds.items() if k.deletes)
+
+    def derivative(delta: Node, minimal: bool = True) -> Derivative:
+        return Derivative(plan, delta, shape, information, minimal=minimal, constraints=constraints,
+                          inserted=inserted, deleted=deleted)
+
     if shape == Shape.NO_DATA:
-        return Derivative(plan, Empty(plan), shape, information, constraints=constraints)
+        return derivative(Empty(plan))
     delta = replace(Delta(plan), dict(rules), ctx)
     if shape != Shape.MINIMIZE:
-        return Derivative(plan, delta, shape, information, constraints=constraints)
+        return derivative(delta)
     if not minimal and rules is RULES and is_pure(plan, ctx):  # is_pure knows the default rules
-        return Derivative(plan, delta, shape, information, minimal=False, constraints=constraints)
-    return Derivative(plan, Consolidate(delta), shape, information, constraints=constraints)
+        return derivative(delta, minimal=False)
+    return derivative(Consolidate(delta))

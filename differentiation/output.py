@@ -23,9 +23,16 @@ from differentiation.vocabulary import (
 )
 
 
+def absence(d: Derivative, plan: Node) -> prune.Absence:
+    """What proves keys absent from `d`'s snapshots (`plan`: `d.plan` pushed): its RELY keys, the changes it
+    reads, and those of the other changed tables of its query."""
+    return prune.Absence.of(plan, d.constraints, d.source, d.inserted, d.deleted)
+
+
 def key_probes(d: Derivative) -> tuple[PruneSite, ...]:
     """The join terms of `d` whose snapshot side can be pruned by the keys of change reads (`prune.py`)."""
-    return prune.key_probes(pushed(d.plan), d.constraints)
+    plan = pushed(d.plan)
+    return prune.key_probes(plan, absence(d, plan))
 
 
 def changes_query(d: Derivative, sources: Sources, keys: Mapping[KeyProbe, KeyFilter] | None = None, *,
@@ -70,7 +77,7 @@ def _prepared(d: Derivative, keys: Mapping[KeyProbe, KeyFilter] | None, *, broad
     """`d`'s plan as it is compiled: pushed, its join terms pruned and restricted (`changes_query`'s options)."""
     plan = pushed(d.plan)  # once: the rewrites below keep it pushed, and compile_plan's own push is then a no-op
     if keys:
-        plan = prune.prune_keys(plan, keys, d.constraints)
+        plan = prune.prune_keys(plan, keys, absence(d, plan))
     plan = prune.widen_key_sets(plan)
     if broadcast_keys:
         plan = prune.restrict_terms(plan, whole)

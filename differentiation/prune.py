@@ -153,21 +153,33 @@ LeafRewrite = Callable[[Snapshot, str], Node]
 
 @dataclass(frozen=True)
 class Absence:
-    """What proves keys absent from a snapshot: the plan's RELY keys and the scans of the tables it reads changes
-    of. Rows of T|I1 whose foreign key column holds a key P lost over the interval cannot exist (the key must be
-    in P|I1), nor rows of T|I0 with a key P gained; P's change read says which keys those are (`KeyProbe.absent`)."""
+    """What proves keys absent from a snapshot: the plan's RELY keys and the scans of the tables that changed.
+    Rows of T|I1 whose foreign key column holds a key P lost over the interval cannot exist (the key must be in
+    P|I1), nor rows of T|I0 with a key P gained; P's change read says which keys those are (`KeyProbe.absent`).
+    `lost` and `gained`: the tables whose change can have lost keys (deleted rows) and gained some (inserted)."""
 
     constraints: Constraints
-    changed: Mapping[str, Scan]
+    lost: Mapping[str, Scan]
+    gained: Mapping[str, Scan]
 
     @staticmethod
-    def of(plan: Node, constraints: Constraints) -> Absence:
-        return Absence(constraints, {n.scan.table: n.scan for n in plan.walk() if isinstance(n, ChangeRead)})
+    def of(plan: Node, constraints: Constraints, source: Node | None = None,
+           inserted: frozenset[str] | None = None, deleted: frozenset[str] | None = None) -> Absence:
+        """Over the tables `plan` reads changes of (each may have gained and lost keys) and, given the query
+        (`source`) and its tables' change kinds, over every changed table it scans: a term of P's change that the
+        keys proved empty (TPC-H RF2: orders' deleted rows joined with lineitem at I1) is gone from the plan, but
+        P's change still proves which keys are gone from the tables referencing it."""
+        read = {n.scan.table: n.scan for n in plan.walk() if isinstance(n, ChangeRead)}
+        scans = {n.table: n for n in (() if source is None else source.walk()) if isinstance(n, Scan)}
+        lost = {**{t: s for t, s in scans.items() if t in (deleted or ())}, **read}
+        gained = {**{t: s for t, s in scans.items() if t in (inserted or ())}, **read}
+        return Absence(constraints, lost, gained)
 
     def probe(self, reads: set[tuple[str, str]], leaf: Snapshot, base: str, kind: str) -> KeyProbe:
         """The probe of `reads` for a filter on `leaf`'s column `base` (of type `kind`)."""
+        changed = self.lost if leaf.when == "end" else self.gained
         absent = sorted({(table, key) for table, key in self.constraints.referenced_keys(leaf.scan.table, base)
-                         if table in self.changed and dict(self.changed[table].schema).get(key) == kind})
+                         if table in changed and dict(changed[table].schema).get(key) == kind})
         return KeyProbe(tuple(sorted(reads)), kind, tuple(absent), leaf.when if absent else "end")
 
 
@@ -293,20 +305,21 @@ def _sites_of(node: Node, absence: Absence) -> list[tuple[str, Snapshot, str, Ke
     return _restrict_sites(node, absence) if isinstance(node, Restrict) else []
 
 
-def key_probes(plan: Node, constraints: Constraints = Constraints()) -> tuple[PruneSite, ...]:
+def key_probes(plan: Node, absence: Absence | None = None) -> tuple[PruneSite, ...]:
     """The join terms and key restrictions of a pushed change plan whose snapshot side a probe of change reads
-    can prune (less the keys `constraints` prove absent there)."""
-    absence = Absence.of(plan, constraints)
+    can prune (less the keys `absence` proves absent there; by default the plan's own change reads under no
+    constraint)."""
+    absence = absence or Absence.of(plan, Constraints())
     sites = {PruneSite(probe, leaf.scan.table, leaf.when, base): None
              for node in _site_nodes(plan) for _, leaf, base, probe in _sites_of(node, absence)}
     return tuple(sites)
 
 
-def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], constraints: Constraints = Constraints()) -> Node:
+def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], absence: Absence | None = None) -> Node:
     """`plan` (pushed) with the snapshot side of every join term whose probe has a filter read through it
-    (`filters[probe]` holds the values; each leaf gets them on its own column). `constraints` as given to
+    (`filters[probe]` holds the values; each leaf gets them on its own column). `absence` as given to
     `key_probes`."""
-    absence = Absence.of(plan, constraints)
+    absence = absence or Absence.of(plan, Constraints())
 
     def rewrite(node: Node) -> Node:
         node = map_children(node, rewrite)

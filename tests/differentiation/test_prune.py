@@ -6,6 +6,7 @@ from __future__ import annotations
 from differentiation import KeyFilter, build_plan, changes_query, differentiate, key_probes
 from differentiation.compile import pushed
 from differentiation.delta_nodes import ChangeRead, KeySet, Snapshot
+from differentiation.output import absence
 from differentiation.prune import prune_keys
 
 SCHEMA = {"r": {"k": "INT", "v": "INT"}, "s": {"k": "INT", "w": "INT"}, "t": {"k": "INT", "x": "INT"},
@@ -93,8 +94,26 @@ def test_a_foreign_key_makes_the_keys_its_referenced_table_lost_absent_at_the_en
     unkeyed = differentiate(build_plan(sql, SCHEMA))
     assert {s.probe.absent for s in key_probes(unkeyed)} == {()}
     # a filter read through the keyed probe lands on s's snapshot as before
-    plan = prune_keys(pushed(d.plan), {site.probe: KeyFilter("", "INT", values=())}, d.constraints)
+    plan = prune_keys(pushed(d.plan), {site.probe: KeyFilter("", "INT", values=())}, absence(d, pushed(d.plan)))
     assert {(n.scan.table, n.when) for n in plan.walk() if isinstance(n, Snapshot) and n.keys} == {("s", "end")}
+
+
+def test_keys_stay_provably_absent_when_the_referenced_tables_own_terms_were_dropped() -> None:
+    """Deletes from both sides (TPC-H RF2): the keys drop Δr ⋈ s|I1 (no line left refers to a gone r), so the plan
+    reads no change of r; its change still proves those keys gone from s at I1, where the EXISTS reads s."""
+    from differentiation import ChangeStats
+    from differentiation.constraints import Constraints, ForeignKey
+
+    sql = "SELECT r.v, s.w FROM r JOIN s ON r.k = s.k WHERE EXISTS (SELECT 1 FROM s s2 WHERE s2.k = r.k)"
+    fk = Constraints(unique=(("r", ("k",)),), foreign=(ForeignKey("s", ("k",), "r", ("k",)),))
+    deletes = ChangeStats(False, True)
+    d = differentiate(build_plan(sql, SCHEMA), stats={"r": deletes, "s": deletes}, constraints=fk)
+    assert {n.scan.table for n in pushed(d.plan).walk() if isinstance(n, ChangeRead)} == {"s"}
+    ended = [s for s in key_probes(d) if (s.table, s.when) == ("s", "end")]
+    assert ended and all(s.probe.absent == (("r", "k"),) for s in ended), ended
+    # an empty filter read through the probe (every key gone from r) lands on s's snapshot at I1
+    probed = changes_query(d, Names(), {s.probe: KeyFilter("", "INT", values=()) for s in ended}).sql("spark")
+    assert "snap_s_end_pruned" in probed and "snap_s_end`" not in probed, probed
 
 
 def test_keys_pass_through_the_rows_a_semi_join_re_evaluates() -> None:
