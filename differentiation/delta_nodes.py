@@ -5,6 +5,7 @@ Every relation carries a hidden `__row_id`; change sets (`is_delta`) also carry 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -232,6 +233,10 @@ class KeyProbe:
     # to P's unique key, so a key P lost (deleted, not inserted: at the end) or gained (at the start) has no rows
     absent: tuple[tuple[str, str], ...] = ()
     at: str = "end"
+    # (P, key) of changed tables whose change settles keys at `at` the other way: a key P gained (at the end) or
+    # lost (at the start) has, in the pruned snapshot, exactly the rows the pruned table's own change inserted or
+    # deleted with it (none can be left over from the other end), so those rows are read from that change
+    settled: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,13 +251,20 @@ class KeyFilter:
     # NULL is one of the keys: a NULL-safe restriction (an outer join's padded rows, the NULL group of an
     # aggregate) must keep the rows whose column is NULL; an equi-join term would drop them anyway
     nulls: bool = False
+    # keys whose rows at this end are those the table's own change inserted (at the end) or deleted (at the
+    # start) with them (`KeyProbe.settled`, whose referenced tables and keys `settled_by` names): the snapshot's
+    # files are chosen by the keys above alone, and the rows of the keys those tables' changes settle (exactly;
+    # `from_change` is a literal superset of them) come from the change instead
+    from_change: KeyFilter | None = None
+    settled_by: tuple[tuple[str, str], ...] = ()
 
     def label(self) -> str:
         either = " or NULL" if self.nulls else ""
+        changed = "" if self.from_change is None else f", from the change: {self.from_change.label()}"
         if self.values is not None:
-            return f"{self.column} IN ({len(self.values)} values){either}"
+            return f"{self.column} IN ({len(self.values)} values){either}{changed}"
         spans = ", ".join(f"{lo}..{hi}" for lo, hi in self.ranges[:3]) + (", ..." if len(self.ranges) > 3 else "")
-        return f"{self.column} IN [{spans}]{either}"
+        return f"{self.column} IN [{spans}]{either}{changed}"
 
     def condition(self, column: exp.Expr) -> exp.Expr:
         def literal(text: str) -> exp.Expr:
@@ -267,7 +279,26 @@ class KeyFilter:
             found = exp.or_(*(exp.EQ(this=column.copy(), expression=literal(lo)) if lo == hi else
                               exp.Between(this=column.copy(), low=literal(lo), high=literal(hi))
                               for lo, hi in self.ranges))
-        return exp.or_(found, exp.Is(this=column.copy(), expression=exp.Null())) if self.nulls else found
+        if self.nulls:
+            found = exp.or_(found, exp.Is(this=column.copy(), expression=exp.Null()))
+        return found if self.from_change is None else exp.or_(found, self.from_change.condition(column))
+
+    def whole(self) -> KeyFilter:
+        """The same keys as one literal filter, the settled ones read from the snapshot too (a superset)."""
+        if self.from_change is None:
+            return self
+        mine, theirs = self, self.from_change
+        if mine.values is not None and theirs.values is not None:
+            return KeyFilter(self.column, self.type, values=tuple(sorted({*mine.values, *theirs.values})),
+                             nulls=self.nulls)
+        spans = tuple(r for f in (mine, theirs) for r in (
+            tuple((v, v) for v in f.values) if f.values is not None else f.ranges))
+        return KeyFilter(self.column, self.type, ranges=spans, nulls=self.nulls)
+
+    def on(self, column: str) -> KeyFilter:
+        """The same keys on another column (a snapshot leaf's own)."""
+        changed = None if self.from_change is None else self.from_change.on(column)
+        return dataclasses.replace(self, column=column, from_change=changed)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
@@ -176,11 +175,23 @@ class Absence:
         return Absence(constraints, lost, gained)
 
     def probe(self, reads: set[tuple[str, str]], leaf: Snapshot, base: str, kind: str) -> KeyProbe:
-        """The probe of `reads` for a filter on `leaf`'s column `base` (of type `kind`)."""
-        changed = self.lost if leaf.when == "end" else self.gained
-        absent = sorted({(table, key) for table, key in self.constraints.referenced_keys(leaf.scan.table, base)
-                         if table in changed and dict(changed[table].schema).get(key) == kind})
-        return KeyProbe(tuple(sorted(reads)), kind, tuple(absent), leaf.when if absent else "end")
+        """The probe of `reads` for a filter on `leaf`'s column `base` (of type `kind`). The keys a referenced
+        table lost are absent at the end, those it gained absent at the start; the keys it gained are settled at
+        the end (the pruned table's rows with one are all new: its change inserted them), those it lost at the
+        start (its change deleted them all). A unique key of the pruned table references itself."""
+        table = leaf.scan.table
+        referenced = set(self.constraints.referenced_keys(table, base))
+        if (table, (base,)) in self.constraints.unique:
+            referenced.add((table, base))
+        lost, gained = (self.lost, self.gained) if leaf.when == "end" else (self.gained, self.lost)
+
+        def among(changed: Mapping[str, Scan]) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((t, k) for t, k in referenced if t in changed
+                                and dict(changed[t].schema).get(k) == kind))
+
+        absent, settled = among(lost), among(gained)
+        # a key P lost and gained (an update of P's row) is neither: it stays in the snapshot's keys
+        return KeyProbe(tuple(sorted(reads)), kind, absent, leaf.when if absent or settled else "end", settled)
 
 
 def _restrict_state(node: Node, column: str, at_leaf: LeafRewrite) -> Node | None:
@@ -329,7 +340,7 @@ def prune_keys(plan: Node, filters: Mapping[KeyProbe, KeyFilter], absence: Absen
             f = filters[probe]
 
             def narrow(leaf: Snapshot, base: str, f: KeyFilter = f) -> Node:
-                keyed = dataclasses.replace(f, column=base)
+                keyed = f.on(base)
                 return leaf if keyed in leaf.keys else leaf.copy(keys=leaf.keys + (keyed,))
 
             if isinstance(node, Restrict):

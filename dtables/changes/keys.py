@@ -8,6 +8,7 @@ and clustered keys skip whole files; other types become an IN list up to `MAX_VA
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import re
@@ -78,24 +79,49 @@ def key_filter(probe: KeyProbe, count: int, low: str | None, high: str | None,
     return KeyFilter("", probe.type, ranges=((low, high),), nulls=nulls)
 
 
-def _absent_keys(probe: KeyProbe, changes: Callable[[str], str]) -> exp.Query:
-    """The keys the referenced tables of `probe.absent` lost over the interval (a DELETE and no INSERT: not in the
-    table at its end) or, for a probe at the start, gained (an INSERT and no DELETE). With the key unique at both
-    ends, no other key can be absent there; with the foreign key holding, no row of the pruned side carries one."""
-    present = INSERT if probe.at == "end" else DELETE
+def _keys_of(tables: Sequence[tuple[str, str]], missing: str, changes: Callable[[str], str]) -> exp.Query:
+    """The keys of the tables' changes with no row of action `missing`: with INSERT missing, keys each lost over
+    the interval (deleted and not inserted again: not in the table at its end); with DELETE, keys each gained.
+    With the key unique at both ends, no other key is gone from (or new in) the table at that end."""
     parts = [exp.select(alias(col(key), "k")).from_(exp.maybe_parse(changes(table), into=exp.Table, dialect="spark"))
              .group_by(col(key)).having(exp.EQ(this=call("count_if", exp.EQ(this=col(ACTION),
-                                                                              expression=exp.Literal.string(present))),
+                                                                              expression=exp.Literal.string(missing))),
                                                expression=exp.Literal.number(0)))
-             for table, key in probe.absent]
+             for table, key in tables]
     out: exp.Query = parts[0]
     for p in parts[1:]:
         out = exp.Union(this=out, expression=p, distinct=False)
     return out
 
 
+def _absent_keys(probe: KeyProbe, changes: Callable[[str], str]) -> exp.Query:
+    """The keys the referenced tables of `probe.absent` lost over the interval or, for a probe at the start,
+    gained: with the foreign key holding, no row of the pruned side carries one at that end."""
+    return _keys_of(probe.absent, INSERT if probe.at == "end" else DELETE, changes)
+
+
+def settled_keys(settled_by: Sequence[tuple[str, str]], when: str, changes: Callable[[str], str]) -> exp.Query:
+    """The keys the referenced tables `settled_by` names gained over the interval or, for a snapshot at the start,
+    lost (`KeyProbe.settled`), as one column `k`: the pruned side's rows with one at that end are all in its own
+    change."""
+    return _keys_of(settled_by, DELETE if when == "end" else INSERT, changes)
+
+
+def _key_columns(key: exp.Expr, suffix: str) -> list[exp.Expr]:
+    """n, lo, hi and ks (the sorted distinct keys as texts, at most MAX_COLLECTED + 1) of the non-NULL `key`s."""
+    as_text = exp.Lambda(this=exp.Cast(this=col("x"), to=exp.DataType.build("STRING")), expressions=[ident("x")])
+    collected = call("transform", call("slice", call("array_sort", call("collect_set", key.copy())),
+                                       exp.Literal.number(1), exp.Literal.number(MAX_COLLECTED + 1)), as_text)
+    return [alias(exp.Count(this=exp.Distinct(expressions=[key.copy()])), f"n{suffix}"),
+            alias(exp.Cast(this=exp.Min(this=key.copy()), to=exp.DataType.build("STRING")), f"lo{suffix}"),
+            alias(exp.Cast(this=exp.Max(this=key.copy()), to=exp.DataType.build("STRING")), f"hi{suffix}"),
+            alias(collected, f"ks{suffix}")]
+
+
 def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> exp.Select:
-    """One query with a row per probe: (probe, n, lo, hi, ks), over the change reads `changes(table)` names."""
+    """One query with a row per probe: (probe, n, lo, hi, ks, nulls) of the keys to read from the snapshot and
+    (n_chg, lo_chg, hi_chg, ks_chg) of those settled by the change (`KeyProbe.settled`), over the change reads
+    `changes(table)` names."""
     rows = []
     for i, probe in enumerate(probes):
         reads = [exp.select(alias(col(column), "k")).from_(exp.maybe_parse(changes(table), into=exp.Table,
@@ -109,17 +135,20 @@ def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> ex
                 _absent_keys(probe, changes).subquery("a"), on=exp.EQ(this=exp.column("k", "c"),
                                                                        expression=exp.column("k", "a")),
                 join_type="left anti")
-        n = exp.Count(this=exp.Distinct(expressions=[col("k")]))
-        as_text = exp.Lambda(this=exp.Cast(this=col("x"), to=exp.DataType.build("STRING")),
-                             expressions=[ident("x")])
-        collected = call("transform", call("slice", call("array_sort", call("collect_set", col("k"))),
-                                           exp.Literal.number(1), exp.Literal.number(MAX_COLLECTED + 1)), as_text)
+        settled: exp.Expr = exp.false()
+        if probe.settled:
+            found = exp.select(col("k")).from_(settled_keys(probe.settled, probe.at, changes).subquery("s0")).distinct()
+            union = exp.select(col("k", "c"), alias(exp.Not(this=exp.Is(this=col("k", "s"), expression=exp.Null())),
+                                                    "settled")).from_(union.subquery("c")).join(
+                found.subquery("s"), on=exp.EQ(this=exp.column("k", "c"), expression=exp.column("k", "s")),
+                join_type="left")
+            settled = col("settled")
+        own = exp.If(this=settled.copy(), true=exp.Null(), false=col("k"))
+        other = exp.If(this=settled.copy(), true=col("k"), false=exp.Null())
         rows.append(exp.select(
-            alias(exp.Literal.number(i), "probe"), alias(n, "n"),
-            alias(exp.Cast(this=exp.Min(this=col("k")), to=exp.DataType.build("STRING")), "lo"),
-            alias(exp.Cast(this=exp.Max(this=col("k")), to=exp.DataType.build("STRING")), "hi"),
-            alias(collected, "ks"),
-            alias(call("bool_or", exp.Is(this=col("k"), expression=exp.Null())), "nulls")).from_(union.subquery("c")))
+            alias(exp.Literal.number(i), "probe"), *_key_columns(own, ""),
+            alias(call("bool_or", exp.Is(this=col("k"), expression=exp.Null())), "nulls"),
+            *_key_columns(other, "_chg")).from_(union.subquery("c")))
     out: exp.Query = rows[0]
     for r in rows[1:]:
         out = exp.Union(this=out, expression=r, distinct=False)
@@ -144,6 +173,11 @@ def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], 
         probe = ordered[row["probe"]]
         values = list(row["ks"]) if row["ks"] is not None and len(row["ks"]) <= MAX_COLLECTED else None
         found[probe] = key_filter(probe, row["n"], row["lo"], row["hi"], values, bool(row["nulls"]))
+        if row["n_chg"]:  # the keys whose rows the change holds: the view of the snapshot finds them exactly
+            settled = list(row["ks_chg"]) if len(row["ks_chg"]) <= MAX_COLLECTED else None
+            found[probe] = dataclasses.replace(
+                found[probe], settled_by=probe.settled,
+                from_change=key_filter(probe, row["n_chg"], row["lo_chg"], row["hi_chg"], settled))
     return found
 
 

@@ -25,9 +25,13 @@ from dtables.changes.keys import (
     MIN_BYTES,
     file_filter,
     probe_keys,
+    settled_keys,
     stats_filter,
 )
 from dtables.changes.log import DeltaLog, FileAction
+from differentiation.sql import col
+from differentiation.vocabulary import ACTION, DELETE, INSERT
+from sqlglot import exp
 from dtables.changes.moved import known_moved_columns
 from dtables.changes.reader import compared_columns, direct_snapshots, redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
@@ -57,6 +61,8 @@ SHARE_ALIASES = "spark.dtables.refresh.shareAliases"
 # as it is (under its 10 MB autoBroadcastJoinThreshold), and the restriction cost a Spark job of its own (the
 # change's distinct keys shuffled, then broadcast). 8 MB measured better than 1 MB on TPC-H SF 1 RF1, where it also
 # reads `part` (6 MB) whole: Q14 2.1 s against 2.35 s.
+SETTLED_MIN_BYTES = "spark.dtables.refresh.settledKeysMinBytes"
+DEFAULT_SETTLED_MIN_BYTES = 100 * 1024 * 1024  # below, a scan costs less than reading the rows from the change
 RESTRICT_MIN_BYTES = "spark.dtables.refresh.restrictTermsMinBytes"
 DEFAULT_RESTRICT_MIN_BYTES = 8 << 20
 
@@ -92,6 +98,9 @@ class IntervalSources:
     def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
         version = i.start_version if when == "start" else i.end_version
+        settling = next((k for k in keys if k.from_change is not None), None)
+        if settling is not None:
+            return self._view(table, (when, keys), lambda: self._settled_snapshot(table, when, keys, settling))
         if keys:  # its files depend on the keys (and are counted into self.pruning as they are chosen)
             keep = self._counted(table, when, keys, file_filter(keys, self._types(table)))
             return self._view(table, (when, keys), lambda: snapshot(self.spark, i.table, version,
@@ -99,8 +108,52 @@ class IntervalSources:
         return self._view(table, when, lambda: self._shared(table, ("snapshot", version), lambda: snapshot(
             self.spark, i.table, version, location=i.location or None)))
 
+    def _settled_snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...],
+                          settling: diff.KeyFilter) -> Any:
+        """The snapshot restricted to ``keys`` where ``settling`` names keys whose rows at ``when`` are all in the
+        table's own change (``KeyFilter.settled_by``; TPC-H RF2: the lines of the deleted orders at I0 are the
+        lines RF2 deleted): the rows of the other keys from the files their own keys leave, less any row of a
+        settled key, and the settled keys' rows from the change, the rows of the action that made them at this
+        end less those of the other where the interval had both (a row inserted and deleted inside it). Other
+        filters read their settled keys from the snapshot (one change part per read)."""
+        assert settling.from_change is not None
+        i = self.intervals[table]
+        own = dataclasses.replace(settling, from_change=None, settled_by=())
+        filters = tuple(own if k is settling else k.whole() for k in keys)
+        keep = self._counted(table, when, keys, file_filter(filters, self._types(table)))
+        part = self._view(table, ("settled", when, keys), lambda: snapshot(
+            self.spark, i.table, i.start_version if when == "start" else i.end_version, location=i.location or None,
+            keep=keep))
+        changes = self.changes(table)
+        names = set(self.spark.table(changes).columns)
+        columns = [c for c in self.spark.table(part).columns if c in names]
+        found = exp.select("k").from_(settled_keys(settling.settled_by, when, self.changes).subquery("f0")).where(
+            exp.Not(this=exp.Is(this=col("k"), expression=exp.Null())))
+        column = col(settling.column)
+
+        def rows(action: str) -> exp.Select:
+            return (exp.select(*(col(c) for c in columns))
+                    .from_(exp.maybe_parse(changes, into=exp.Table, dialect="spark"))
+                    .where(exp.and_(exp.EQ(this=col(ACTION), expression=exp.Literal.string(action)),
+                                    settling.from_change.condition(column),  # type: ignore[union-attr]
+                                    exp.In(this=column.copy(), query=found.copy().subquery()))))
+
+        made, undone = (INSERT, DELETE) if when == "end" else (DELETE, INSERT)
+        kinds = change_stats(self.spark, i)
+        changed: exp.Query = rows(made)
+        if kinds.inserts if undone == INSERT else kinds.deletes:
+            changed = exp.Except(this=changed, expression=rows(undone), distinct=False)
+        if own.values or own.ranges or own.nulls:  # keys left to read from the snapshot, less the settled
+            kept = (exp.select(*(col(c, "s") for c in columns))
+                    .from_(exp.maybe_parse(part, into=exp.Table, dialect="spark").as_("s"))
+                    .join(found.subquery("f"), on=exp.EQ(this=col(settling.column, "s"), expression=col("k", "f")),
+                          join_type="left anti"))
+            changed = exp.Union(this=kept, expression=exp.select("*").from_(changed.subquery("c")), distinct=False)
+        return self.spark.sql(to_spark(changed))
+
     def ends(self, table: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
         i = self.intervals[table]
+        keys = tuple(k.whole() for k in keys)  # one read of both ends: settled keys read from the snapshot
         if keys:
             keep = self._counted(table, "both", keys, file_filter(keys, self._types(table)))
             return self._view(table, ("both", keys), lambda: snapshot_ends(
@@ -212,15 +265,34 @@ class IntervalSources:
             # keys proved absent at the end are keys a referenced table lost: none, where it only appended
             none_absent = site.probe.at == "end" and all(self._appended(t) is not None for t, _ in site.probe.absent)
             # else the bounds serve (a superset of the keys) where they already skip every file: the probe's job
-            # could find no fewer to read (TPC-H RF1: new lines' orders are past the old lines' at I0)
-            if bounded is not None and (none_absent or not site.probe.absent
-                                        or all(self._narrows(s, bounded, 0.0) for s in sites if s.probe == site.probe)):
+            # could find no fewer to read (TPC-H RF1: new lines' orders are past the old lines' at I0); with keys
+            # the change may settle, the probe reads them from the change instead of the files
+            exact = (none_absent or not site.probe.absent) and not site.probe.settled
+            if bounded is not None and (exact or all(self._narrows(s, bounded, 0.0)
+                                                     for s in sites if s.probe == site.probe)):
                 found[site.probe] = bounded
         found.update(probe_keys(self.spark, [s for s in sites if s.probe not in found], self.changes, self._bytes,
                                 min_bytes))
+        found = self._settled_where_worth_it(sites, found)
         fraction = float(self.settings.conf.get(MAX_FRACTION, str(MAX_KEPT_FRACTION)))
         return {s.probe: found[s.probe] for s in sites
                 if s.probe in found and (fraction >= 1 or self._narrows(s, found[s.probe], fraction))}
+
+    def _settled_where_worth_it(self, sites: tuple[diff.PruneSite, ...],
+                                found: dict[diff.KeyProbe, diff.KeyFilter]) -> dict[diff.KeyProbe, diff.KeyFilter]:
+        """``found``, with the keys a change settles read from the snapshot after all where every snapshot the
+        probe narrows is smaller than ``spark.dtables.refresh.settledKeysMinBytes``: reading rows from the change
+        costs a few small jobs of its own (the settled keys found again from the referenced tables' changes),
+        more than a scan of a small table (TPC-H SF 1: worth it for lineitem, not for orders)."""
+        least = int(self.settings.conf.get(SETTLED_MIN_BYTES, str(DEFAULT_SETTLED_MIN_BYTES)))
+        out = dict(found)
+        for probe, keys in found.items():
+            if keys.from_change is None:
+                continue
+            sizes = [self._bytes(s.table, s.when) for s in sites if s.probe == probe]
+            if all(size is not None and size < least for size in sizes):
+                out[probe] = keys.whole()
+        return out
 
     def _worth_probing(self, site: diff.PruneSite, min_bytes: int) -> bool:
         size = self._bytes(site.table, site.when)
