@@ -116,25 +116,22 @@ def test_a_violated_rely_key_gives_the_documented_wrong_result(shop: Any) -> Non
     assert_same_rows(table_rows(shop, "j"), oracle_rows(shop, "j"))
 
 
-def test_lines_of_deleted_orders_are_not_read_at_the_end(shop: Any) -> None:
-    """Q4's shape: the lines at I1 counted for the keys the change touched skip the keys of orders gone by I1
-    (the foreign key says no line can carry one), so deleting orders with their lines reads no old line."""
+def _lines_of_gone_orders_not_read_at_the_end(shop: Any, name: str, query: str, kept_dml: str) -> None:
+    """Create `name` AS `query`; delete orders with their lines: the refresh reads no line at I1 and is exact;
+    then `kept_dml` (orders that stay): the lines are read at I1 as before, and counted right."""
     from dtables.changes import keys
 
     shop.spark.conf.set(keys.MIN_BYTES, "0")
     try:
-        shop.sql("CREATE DYNAMIC TABLE q TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS SELECT o.cust, "
-                 "count(*) AS n FROM orders o WHERE EXISTS (SELECT * FROM lines l WHERE l.ok = o.ok AND l.qty > 1) "
-                 "GROUP BY o.cust")
+        shop.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS {query}")
         shop.sql("DELETE FROM lines WHERE ok IN (3, 4, 1999); DELETE FROM orders WHERE ok IN (3, 4, 1999)")
-        [gone] = shop.refresh("q")
+        [gone] = shop.refresh(name)
         assert (gone.state, gone.action) == ("SUCCEEDED", "INCREMENTAL"), gone.error
-        assert_same_rows(table_rows(shop, "q"), oracle_rows(shop, "q"))
-        # an order updated in place keeps its key: its lines are read and counted as before
-        shop.sql("UPDATE orders SET cust = cust + 1 WHERE ok IN (5, 1998); DELETE FROM lines WHERE ok = 6 AND qty = 2")
-        [kept] = shop.refresh("q")
+        assert_same_rows(table_rows(shop, name), oracle_rows(shop, name))
+        shop.sql(kept_dml)
+        [kept] = shop.refresh(name)
         assert (kept.state, kept.action) == ("SUCCEEDED", "INCREMENTAL"), kept.error
-        assert_same_rows(table_rows(shop, "q"), oracle_rows(shop, "q"))
+        assert_same_rows(table_rows(shop, name), oracle_rows(shop, name))
         # the history lists the snapshot reads key pruning narrowed: (files read, files of the version)
         reads = {(r["table"], r["at"]): (r["files"], r["of"]) for r in json.loads(gone.pruning or "[]")}
         assert reads.get(("default.lines", "end"), (None, 0))[0] == 0 < reads[("default.lines", "end")][1], reads
@@ -144,29 +141,21 @@ def test_lines_of_deleted_orders_are_not_read_at_the_end(shop: Any) -> None:
         shop.spark.conf.unset(keys.MIN_BYTES)
 
 
+def test_lines_of_deleted_orders_are_not_read_at_the_end(shop: Any) -> None:
+    """Q4's shape: the lines at I1 counted for the keys the change touched skip the keys of orders gone by I1
+    (the foreign key says no line can carry one), so deleting orders with their lines reads no old line. An
+    order updated in place keeps its key: its lines are read and counted as before."""
+    _lines_of_gone_orders_not_read_at_the_end(
+        shop, "q", "SELECT o.cust, count(*) AS n FROM orders o WHERE EXISTS "
+                   "(SELECT * FROM lines l WHERE l.ok = o.ok AND l.qty > 1) GROUP BY o.cust",
+        "UPDATE orders SET cust = cust + 1 WHERE ok IN (5, 1998); DELETE FROM lines WHERE ok = 6 AND qty = 2")
+
+
 def test_a_nested_aggregate_skips_the_lines_of_deleted_orders_though_no_term_reads_their_change(shop: Any) -> None:
     """Q18's shape: deleting orders with their lines drops the terms of the orders' change (the key says no line
     left refers to one), so the plan reads only the lines' change; the orders' change still proves the changed
     keys gone at I1, where the IN subquery's sums are recounted, so that read is skipped."""
-    from dtables.changes import keys
-
-    shop.spark.conf.set(keys.MIN_BYTES, "0")
-    try:
-        shop.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS SELECT o.cust, "
-                 "sum(l.qty) AS q FROM orders o JOIN lines l ON o.ok = l.ok WHERE o.ok IN "
-                 "(SELECT ok FROM lines GROUP BY ok HAVING sum(qty) > 20) GROUP BY o.cust")
-        shop.sql("DELETE FROM lines WHERE ok IN (3, 4, 1999); DELETE FROM orders WHERE ok IN (3, 4, 1999)")
-        [gone] = shop.refresh("big")
-        assert (gone.state, gone.action) == ("SUCCEEDED", "INCREMENTAL"), gone.error
-        assert_same_rows(table_rows(shop, "big"), oracle_rows(shop, "big"))
-        reads = {(r["table"], r["at"]): (r["files"], r["of"]) for r in json.loads(gone.pruning or "[]")}
-        assert reads.get(("default.lines", "end"), (None, 0))[0] == 0 < reads[("default.lines", "end")][1], reads
-        # lines deleted from orders that stay are read at I1 as before, and counted right
-        shop.sql("DELETE FROM lines WHERE ok = 6 AND qty = 2")
-        [kept] = shop.refresh("big")
-        assert (kept.state, kept.action) == ("SUCCEEDED", "INCREMENTAL"), kept.error
-        assert_same_rows(table_rows(shop, "big"), oracle_rows(shop, "big"))
-        kept_reads = {(r["table"], r["at"]): r["files"] for r in json.loads(kept.pruning or "[]")}
-        assert kept_reads.get(("default.lines", "end")) != 0, kept_reads
-    finally:
-        shop.spark.conf.unset(keys.MIN_BYTES)
+    _lines_of_gone_orders_not_read_at_the_end(
+        shop, "big", "SELECT o.cust, sum(l.qty) AS q FROM orders o JOIN lines l ON o.ok = l.ok WHERE o.ok IN "
+                     "(SELECT ok FROM lines GROUP BY ok HAVING sum(qty) > 20) GROUP BY o.cust",
+        "DELETE FROM lines WHERE ok = 6 AND qty = 2")
