@@ -21,7 +21,9 @@ class Sources(Protocol):
     def snapshot(self, table: str, when: When, keys: tuple[KeyFilter, ...] = ()) -> str:
         """A relation with the table's columns plus `__row_id` STRING (unique, stable across updates),
         as of the interval start ("start" = I0) or end ("end" = I1). `keys` (from key pruning): the query
-        keeps only rows passing them, so the relation may leave out files whose statistics rule them out."""
+        keeps only rows passing them, so the relation may leave out files whose statistics rule them out. A
+        filter with `from_change` (which only an implementation's own key probes make) holds keys whose rows the
+        relation must take from the table's change, its files being chosen by the filter's other keys alone."""
         ...
 
     def ends(self, table: str, keys: tuple[KeyFilter, ...] = ()) -> str:

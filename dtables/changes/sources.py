@@ -14,7 +14,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlglot import exp
+
 import differentiation as diff
+from differentiation.sql import col
+from differentiation.vocabulary import ACTION, DELETE, INSERT
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.keys import (
@@ -29,9 +33,6 @@ from dtables.changes.keys import (
     stats_filter,
 )
 from dtables.changes.log import DeltaLog, FileAction
-from differentiation.sql import col
-from differentiation.vocabulary import ACTION, DELETE, INSERT
-from sqlglot import exp
 from dtables.changes.moved import known_moved_columns
 from dtables.changes.reader import compared_columns, direct_snapshots, redundant_delta, snapshot, snapshot_ends
 from dtables.changes.row_counts import commit_rows
@@ -61,10 +62,13 @@ SHARE_ALIASES = "spark.dtables.refresh.shareAliases"
 # as it is (under its 10 MB autoBroadcastJoinThreshold), and the restriction cost a Spark job of its own (the
 # change's distinct keys shuffled, then broadcast). 8 MB measured better than 1 MB on TPC-H SF 1 RF1, where it also
 # reads `part` (6 MB) whole: Q14 2.1 s against 2.35 s.
-SETTLED_MIN_BYTES = "spark.dtables.refresh.settledKeysMinBytes"
-DEFAULT_SETTLED_MIN_BYTES = 100 * 1024 * 1024  # below, a scan costs less than reading the rows from the change
 RESTRICT_MIN_BYTES = "spark.dtables.refresh.restrictTermsMinBytes"
 DEFAULT_RESTRICT_MIN_BYTES = 8 << 20
+# Keys a change settles (`KeyFilter.from_change`) are read from the change only in snapshots at least this large:
+# the settled keys are found again in small jobs of their own, which cost more than a scan of TPC-H SF 1's orders
+# (54 MB: Q03, Q12 0.2-0.3 s slower) and less than one of its lineitem (195 MB: Q21 4.4 -> 2.7 s).
+SETTLED_MIN_BYTES = "spark.dtables.refresh.settledKeysMinBytes"
+DEFAULT_SETTLED_MIN_BYTES = 100 * 1024 * 1024
 
 
 class IntervalSources:
