@@ -168,3 +168,40 @@ def test_a_borrowed_estimate_near_full_is_tried_once() -> None:
     own = CostInputs((lineitem(rows_added=10, size=BIG),), last_full=full, incrementals=(Measured(3.0, 0),),
                      borrowed=(2.5, 3.0, 3.5))
     assert choose(own).choice == Action.FULL
+
+
+def test_a_slope_is_fitted_only_to_change_sizes_far_enough_apart() -> None:
+    # TPC-H Q9's incremental refreshes at SF 1 (change bytes, seconds): changes within 11% of each other, whose
+    # timings' noise fits a steep line; the update batch's 702,793 bytes then looked like a 4 s refresh
+    points = (Measured(1.75, 261_662), Measured(0.98, 237_514), Measured(1.72, 263_321), Measured(1.47, 237_241))
+    full = Measured(2.22, 312_101_807)
+    fixed, rate = fit_incremental(points, full.seconds / full.bytes) or (0, 0)  # type: ignore[operator]
+    assert rate == pytest.approx(full.seconds / full.bytes)  # FULL's seconds per byte, not the noise's
+    assert fixed == pytest.approx(1.48, abs=0.01)
+    d = choose(CostInputs((lineitem(rows_added=6_000, change_bytes=702_793, size=BIG),), last_full=full,
+                          incrementals=points))
+    assert d.choice == Action.INCREMENTAL and d.estimate_incremental_s == pytest.approx(1.48, abs=0.01)
+    # twice as far apart, the sizes do set the slope
+    fixed, rate = fit_incremental((Measured(1.0, 100_000), Measured(2.0, 200_000)), None) or (0, 0)
+    assert (fixed, rate) == (pytest.approx(0.0), pytest.approx(1e-5))
+
+
+def test_full_is_estimated_from_the_fastest_of_the_last_full_computations(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    from dtables.dynamic import history
+    from dtables.dynamic.measure import past_refreshes
+    from dtables.state import StateStore
+
+    store = StateStore(tmp_path / "s.sqlite")
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    # oldest first: (seconds, source bytes) of four full computations; the per-byte fastest of the newest three wins
+    for i, (seconds, source_bytes) in enumerate([(0.5, 100), (1.4, 100), (3.0, 150), (1.9, 100)]):
+        rid = f"f{i}"
+        history.start(store, "default.t", rid, "MANUAL", at, {})
+        start = at + dt.timedelta(minutes=i)
+        history.update(store, rid, state="SUCCEEDED", action="FULL", write_kind="OVERWRITE", source_bytes=source_bytes,
+                       started_at=start, ended_at=start + dt.timedelta(seconds=seconds))
+    last_full, incrementals = past_refreshes(store, None, "default.t", None)
+    assert last_full == Measured(1.4, 100) and incrementals == ()  # 0.5 s was four refreshes ago
+    assert estimate_full(CostInputs((lineitem(size=200),), last_full=last_full)) == pytest.approx(2.8)
