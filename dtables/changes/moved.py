@@ -27,7 +27,7 @@ from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit
 from dtables.changes.reader import redundant_delta
-from dtables.changes.shared_reads import held_rows, held_table, known_value, value_once
+from dtables.changes.shared_reads import held_local, held_rows, held_table, known_value, value_once
 from dtables.spark.tiny_plans import in_few_tasks
 from dtables.spark.sessions import own_session
 from dtables.spark.types import has_map
@@ -121,6 +121,7 @@ def _read(spark: Any, interval: Interval) -> MovedColumns:
         table = held_table(delta)  # the rows as Arrow already, where they came to the driver that way
         if table is not None:
             return _moved_table(delta.schema, table)
+        delta = held_local(delta)  # collected without a job
         if all(isinstance(f.dataType, _ARROW_COMPARED) for f in delta.schema.fields) and rows >= ARROW_ROWS_MIN:
             with in_few_tasks(clone):  # rows the driver holds: one task sends them, not one per core
                 return _moved_table(delta.schema, delta.toArrow())

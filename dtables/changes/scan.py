@@ -41,7 +41,7 @@ from dtables.changes.log import FileAction, TableMetadata
 from dtables.changes.file_scans import FileScan, RowFilter
 from dtables.changes.storage import Storage, join
 from dtables.spark.fs import local_path
-from dtables.spark.sessions import local_columns
+from dtables.spark.sessions import local_columns, rows_for_plans
 from dtables.sql.dialect import to_spark
 
 RID, RCV, FILE, FRESH = "__rid", "__rcv", "__file", "__fresh"
@@ -316,14 +316,15 @@ class RowMarks:
         return [(c.file_name, r) for c in self.chunks for r in c.rows]
 
     def frame(self, spark: Any, schema: T.StructType) -> DataFrame:
-        """The rows as a local relation of ``schema``: file name, row index, then one column per flag."""
+        """The rows as a local relation of ``schema`` (``rows_for_plans``): file name, row index, then one column
+        per flag."""
         counts = [len(c.rows) for c in self.chunks]
         names = np.repeat(np.array([c.file_name for c in self.chunks], dtype=object), counts)
         rows = np.concatenate([np.frombuffer(c.rows.to_array(), dtype=np.uint64).astype(np.int64)
                                for c in self.chunks]) if self.chunks else np.array([], dtype=np.int64)
         flags = [np.repeat(np.array([c.flags[i] for c in self.chunks], dtype=bool), counts)
                  for i in range(len(schema.fields) - 2)]
-        return local_columns(spark, [names, rows, *flags], schema)
+        return rows_for_plans(local_columns(spark, [names, rows, *flags], schema), len(rows))
 
 
 def _not_in(files: tuple[FileAction, ...], paths: set[str]) -> Column:

@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from dtables.spark.observations import counting, observed
-from dtables.spark.sessions import is_connect
+from dtables.spark.sessions import is_connect, rows_for_plans
 from dtables.spark.tiny_plans import in_few_tasks, known_rows
 
 SHARED_READS = "spark.dtables.changes.sharedReads"
@@ -133,8 +133,10 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
     """``df``'s rows computed now (one Spark job, as a local checkpoint takes) and held by the driver as a local
     relation. A plan over a local relation reads no files, and collecting it runs no job; a broadcast of it still
     does (Spark collects a ``LocalTableScanExec`` through its RDD to broadcast it), but one that reads no files,
-    where a checkpoint or a scan of the change files costs a scan at every read. Classic Spark only (a Connect
-    client has no JVM to hold them).
+    where a checkpoint or a scan of the change files costs a scan at every read. More than ``PLANNED_ROWS_MAX``
+    rows are given to plans as an RDD of them (``rows_for_plans``: planning copies a local relation's rows at every
+    rule), the local relation kept for collecting (``held_local``). Classic Spark only (a Connect client has no JVM
+    to hold them).
 
     Rows of flat columns whose values Arrow carries exactly (``_ARROW_HELD``) come to Python as one Arrow table
     and go back as the local relation (``held_table`` then gives the table, which ``moved`` compares without a
@@ -149,12 +151,21 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
         if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):
             table = df.toArrow()
             if table.nbytes * 2 <= _local_relation_bytes(session):  # else Spark would make it an RDD, not held
-                held = _marked(session.createDataFrame(table, schema=df.schema), table.num_rows)
+                held = _for_plans(session.createDataFrame(table, schema=df.schema), table.num_rows)
                 setattr(held, _HELD_TABLE, table)
                 return held
         rows = jdf.collectAsList()
     local = session._jsparkSession.createDataFrame(rows, jdf.schema())  # type: ignore[attr-defined]
-    return _marked(ClassicDataFrame(local, session), int(rows.size()))
+    return _for_plans(ClassicDataFrame(local, session), int(rows.size()))
+
+
+def _for_plans(local: DataFrame, rows: int) -> DataFrame:
+    """The rows of ``local`` (a local relation of ``rows`` rows) as plans read them (``rows_for_plans``), marked
+    as held, with ``local`` kept to collect them without a job (``held_local``)."""
+    planned = _marked(rows_for_plans(local, rows), rows)
+    if planned is not local:
+        setattr(planned, _HELD_LOCAL, local)
+    return planned
 
 
 # Types whose values go to Arrow and back unchanged (no time zone to convert, no nesting, no collation)
@@ -174,6 +185,12 @@ def _local_relation_bytes(session: Any) -> int:
     return int(session._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text))  # type: ignore[attr-defined]
 
 
+def held_local(df: DataFrame) -> DataFrame:
+    """The local relation of the rows ``on_driver`` held as ``df``, which collecting runs no job for; ``df`` itself
+    where it is one already (or not held at all)."""
+    return vars(df).get(_HELD_LOCAL, df)
+
+
 def held_table(df: DataFrame) -> Any:
     """The Arrow table of the rows ``on_driver`` held as ``df`` (a ``pyarrow.Table``), or None where it kept them
     in the JVM only (or ``df`` is not its result)."""
@@ -186,6 +203,7 @@ def held_table(df: DataFrame) -> Any:
 # even for names that start with an underscore).
 _HELD_ROWS = "_dtables_held_rows"
 _HELD_TABLE = "_dtables_held_table"
+_HELD_LOCAL = "_dtables_held_local"
 _held: dict[str, int] = {}  # kept view name -> rows, for the reads ``on_driver`` made
 
 
@@ -261,7 +279,9 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
     if name is None:
         return None
     try:
-        return _marked(spark.table(f"{_global_database(spark)}.{name}"), _held.get(name))
+        kept = spark.table(f"{_global_database(spark)}.{name}")
+        rows = _held.get(name)
+        return kept if rows is None else _for_plans(kept, rows)
     except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
         with _lock:
             _kept.pop(full_key, None)
@@ -271,7 +291,7 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
 
 def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFrame:
     name = f"dtables_{full_key[0]}_{next(_names)}"
-    df.createOrReplaceGlobalTempView(name)
+    held_local(df).createOrReplaceGlobalTempView(name)  # held rows as a local relation (``_lookup``)
     limit = {"read": MAX_KEPT, "held": MAX_HELD}.get(str(full_key[0]), MAX_PLANS)
     rows = _marked_rows(df)
     with _lock:

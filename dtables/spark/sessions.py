@@ -78,6 +78,26 @@ def local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     return local_columns(spark, [list(values) for values in columns], schema)
 
 
+# A local relation's rows are part of its plan: each rule of Spark's analyzer and optimizer that maps a plan's
+# expressions copies the sequence of rows of every local relation in it (``QueryPlan.mapExpressions``), once per use
+# after common table expressions are inlined. TPC-H Q20's RF2 refresh reads 5,726 held change rows in six places and
+# 23,776 row marks in one: a quarter of its driver's time in the JVM went to those copies (sampled, bench/README.md).
+# Above this many rows, rows held for plans are given to them as the same rows in an RDD (``rows_for_plans``).
+PLANNED_ROWS_MAX = 2_000
+
+
+def rows_for_plans(df: Any, rows: int) -> Any:
+    """``df``, a local relation of ``rows`` rows, as the plans that read it should hold it: itself up to
+    ``PLANNED_ROWS_MAX`` rows (the optimizer folds projections of it and prunes it when empty), else a local
+    checkpoint of it, not computed ahead: a plan leaf over an RDD of the same rows (Spark's parallelized rows, as its
+    scan of a local relation reads them), which planning passes over without copying them and which Spark sizes as
+    the local relation (so joins still broadcast it). Collecting it costs a job where the local relation's does not:
+    keep ``df`` for that. Spark Connect: ``df`` (its plans reach the server as Arrow batches anyway)."""
+    if rows <= PLANNED_ROWS_MAX or is_connect(df.sparkSession):
+        return df
+    return df.localCheckpoint(eager=False)
+
+
 def local_columns(spark: Any, columns: list[Any], schema: Any) -> Any:
     """``local_frame`` of its columns: one sequence of values (a list, or a NumPy array built without a Python
     object per value) per field of ``schema``, all of one length."""

@@ -313,3 +313,42 @@ def test_a_read_of_unbounded_size_is_held_from_its_second_asker_and_only_if_smal
         assert shared_reads.held_once(spark, ("off",), lambda: build(1), 0) is None
     finally:
         shared_reads.forget_all(spark)
+
+
+def _leaves(df: Any) -> list[str]:
+    leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+    return [str(leaves.apply(i).nodeName()) for i in range(leaves.size())]
+
+
+def _size(df: Any) -> int:
+    return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+
+
+def test_many_held_rows_are_given_to_plans_as_an_rdd_and_collected_from_the_local_relation(spark: Any,
+                                                                                          monkeypatch: Any):
+    """Above ``PLANNED_ROWS_MAX`` rows, a held read is a plan leaf over an RDD of its rows (planning does not copy
+    them at every rule), sized as the local relation (so joins still broadcast it), and kept: a later asker gets
+    the same; ``held_local`` is the local relation, collected without a job. Fewer rows stay a local relation."""
+    from dtables.spark import sessions
+
+    shared_reads.forget_all(spark)
+    monkeypatch.setattr(sessions, "PLANNED_ROWS_MAX", 10)
+    query = "SELECT id, CAST(id AS STRING) AS s FROM range({})"
+    try:
+        for n, planned in ((10, "LocalRelation"), (11, "LogicalRDD")):
+            held = shared_reads.read_once(spark, ("many", n), n, lambda n=n: spark.sql(query.format(n)), hold=True)
+            again = shared_reads.read_once(spark, ("many", n), n, lambda: spark.sql("SELECT 1"), hold=True)
+            expected = sorted(spark.sql(query.format(n)).collect())
+            for df in (held, again):
+                assert _leaves(df) == [planned] and shared_reads.held_rows(df) == n
+                local = shared_reads.held_local(df)
+                assert _leaves(local) == ["LocalRelation"] and _size(df) == _size(local)
+                with SparkWork(spark, "collect") as work:
+                    assert sorted(local.collect()) == expected
+                assert work.cost.jobs == 0
+                assert sorted(df.collect()) == expected
+            joined = spark.sql(query.format(100_000)).join(held, "id")
+            assert "BroadcastHashJoin" in joined._jdf.queryExecution().executedPlan().toString()
+            assert sorted(joined.select("id", held["s"]).collect()) == expected
+    finally:
+        shared_reads.forget_all(spark)

@@ -1,4 +1,5 @@
-"""Local rows held in the plan (``dtables.spark.sessions.local_frame``): the row marks of change reads."""
+"""Local rows held in the plan (``dtables.spark.sessions.local_frame``): the row marks of change reads; many of
+them given to plans as an RDD (``rows_for_plans``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from dtables.spark.sessions import local_frame
+from dtables.spark import sessions
+from dtables.spark.sessions import local_frame, rows_for_plans
 
 SCHEMA = T.StructType([T.StructField("file", T.StringType(), False), T.StructField("row", T.LongType(), False),
                        T.StructField("keep", T.BooleanType(), True)])
@@ -17,6 +19,10 @@ def _leaf(df: Any) -> str:
     while plan.children().size() > 0:
         plan = plan.children().apply(0)
     return str(plan.nodeName())
+
+
+def _size(df: Any) -> str:
+    return str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
 
 
 def test_local_rows_are_a_local_relation_with_their_values(spark: Any) -> None:
@@ -30,3 +36,14 @@ def test_local_rows_are_a_local_relation_with_their_values(spark: Any) -> None:
 def test_no_local_rows_are_an_empty_relation_of_the_schema(spark: Any) -> None:
     df = local_frame(spark, [], SCHEMA)
     assert df.schema == SCHEMA and df.collect() == []
+
+
+def test_many_local_rows_are_given_to_plans_as_an_rdd_of_the_same_rows_and_size(spark: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(sessions, "PLANNED_ROWS_MAX", 2)
+    rows = [("f.parquet", i, i % 2 == 0) for i in range(3)]
+    local = local_frame(spark, rows, SCHEMA)
+    assert rows_for_plans(local, 2) is local  # as many as the limit: the relation itself
+    planned = rows_for_plans(local, 3)
+    assert _leaf(planned) == "LogicalRDD" and planned.schema == SCHEMA
+    assert _size(planned) == _size(local)  # Spark sizes it as the relation: joins still broadcast it
+    assert sorted(tuple(r) for r in planned.collect()) == rows
