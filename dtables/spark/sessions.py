@@ -82,20 +82,29 @@ def local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
 # expressions copies the sequence of rows of every local relation in it (``QueryPlan.mapExpressions``), once per use
 # after common table expressions are inlined. TPC-H Q20's RF2 refresh reads 5,726 held change rows in six places and
 # 23,776 row marks in one: a quarter of its driver's time in the JVM went to those copies (sampled, bench/README.md).
-# Above this many rows, rows held for plans are given to them as the same rows in an RDD (``rows_for_plans``).
+# Above this many rows, rows held for plans are given to them as an RDD of the same rows (``rows_for_plans``).
 PLANNED_ROWS_MAX = 2_000
 
 
 def rows_for_plans(df: Any, rows: int) -> Any:
     """``df``, a local relation of ``rows`` rows, as the plans that read it should hold it: itself up to
-    ``PLANNED_ROWS_MAX`` rows (the optimizer folds projections of it and prunes it when empty), else a local
-    checkpoint of it, not computed ahead: a plan leaf over an RDD of the same rows (Spark's parallelized rows, as its
-    scan of a local relation reads them), which planning passes over without copying them and which Spark sizes as
-    the local relation (so joins still broadcast it). Collecting it costs a job where the local relation's does not:
-    keep ``df`` for that. Spark Connect: ``df`` (its plans reach the server as Arrow batches anyway)."""
+    ``PLANNED_ROWS_MAX`` rows (the optimizer folds projections of it and prunes it when empty), else a leaf over an
+    RDD of the same rows (the one Spark's scan of the relation parallelizes them into), made as ``Dataset.checkpoint``
+    makes its leaf but with nothing stored: planning passes over it without copying the rows, Spark sizes it as the
+    relation (so joins still broadcast it), and a lost executor's partitions come again from the driver's rows.
+    Collecting it costs a job where the local relation's does not: keep ``df`` for that. ``df`` itself over Spark
+    Connect (no JVM on this side) or where it is not a bare local relation."""
     if rows <= PLANNED_ROWS_MAX or is_connect(df.sparkSession):
         return df
-    return df.localCheckpoint(eager=False)
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    session, jdf = df.sparkSession, df._jdf
+    if jdf.queryExecution().analyzed().nodeName() != "LocalRelation":  # other plans' rows would need copying
+        return df
+    jvm = session._jvm
+    leaf = getattr(getattr(jvm.org.apache.spark.sql.execution, "LogicalRDD$"), "MODULE$").fromDataset(
+        jdf.queryExecution().toRdd(), jdf, False)
+    return ClassicDataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, leaf), session)
 
 
 def local_columns(spark: Any, columns: list[Any], schema: Any) -> Any:
