@@ -93,13 +93,15 @@ def rows_for_plans(df: Any, rows: int) -> Any:
     makes its leaf but with nothing stored: planning passes over it without copying the rows, Spark sizes it as the
     relation (so joins still broadcast it), and a lost executor's partitions come again from the driver's rows.
     Collecting it costs a job where the local relation's does not: keep ``df`` for that. ``df`` itself over Spark
-    Connect (no JVM on this side) or where it is not a bare local relation."""
+    Connect (no JVM on this side) or where its optimized plan is not a local relation."""
     if rows <= PLANNED_ROWS_MAX or is_connect(df.sparkSession):
         return df
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     session, jdf = df.sparkSession, df._jdf
-    if jdf.queryExecution().analyzed().nodeName() != "LocalRelation":  # other plans' rows would need copying
+    # A local relation once optimized (PySpark's Arrow path adds a projection, which the optimizer folds in): its
+    # scan's rows are its own; the rows of other plans would need copying
+    if jdf.queryExecution().optimizedPlan().nodeName() != "LocalRelation":
         return df
     jvm = session._jvm
     leaf = getattr(getattr(jvm.org.apache.spark.sql.execution, "LogicalRDD$"), "MODULE$").fromDataset(
