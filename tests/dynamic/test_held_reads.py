@@ -161,6 +161,24 @@ def _run(session: Any, op: tuple) -> None:
        order=st.permutations(sorted(TABLES)))
 def test_random_changes_read_through_held_reads_match_recompute(connect: Any, script: list,
                                                                 order: list[str]) -> None:
+    _random_changes_match(connect, script, order)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(script=st.lists(st.lists(dml, min_size=1, max_size=3), min_size=1, max_size=2),
+       order=st.permutations(sorted(TABLES)))
+def test_random_changes_through_held_rows_planned_as_rdds_match_recompute(connect: Any, monkeypatch: Any,
+                                                                          script: list, order: list[str]) -> None:
+    """The same with every held read and every set of row marks given to plans as an RDD leaf
+    (``sessions.rows_for_plans``), as those of more than 2,000 rows are."""
+    from dtables.spark import sessions
+
+    monkeypatch.setattr(sessions, "PLANNED_ROWS_MAX", 0)
+    _random_changes_match(connect, script, order)
+
+
+def _random_changes_match(connect: Any, script: list, order: list[str]) -> None:
     session = _setup(connect)
     try:
         for ops in script:
