@@ -35,11 +35,15 @@ from dtables.changes.scan import (
     table_schema,
     try_element_at,
 )
+from dtables.changes.change_data import one_commit
 from dtables.changes.log import FileAction
 from dtables.changes.shapes import ChangePlan
 from dtables.spark.statement import frame_name, run_statement
 
 GONE_AT = "__gone_at"
+# The change types of the deaths (a deleted row, an update's preimage) and of the births (an update's postimage)
+# that change data contributes; an ``insert`` row's birth is read from its data file (``CommitReads.new_rows``)
+_CHANGE_TYPES = ("delete", "update_preimage", "update_postimage")
 _CHANGED, _DIED, _BORN, _GONE, _ALIVE, _LATER = "__changed", "__died", "__born", "__gone", "__alive", "__later"
 # On the deaths of an interval of several commits: the state died was born by the start, known from its file
 # (``_by_birth``), so its row commit version need not be compared with the start
@@ -138,6 +142,14 @@ def delta_rows(spark: Any, plan: ChangePlan, only: frozenset[str] | None = None)
     sides = commit_sides(spark, plan, only)
     row_id = exp.alias_(row_id_sql(plan.metadata.table_id, column(RID)), ROW_ID, quoted=True)
     columns = [column(c) for c in sides.columns]
+    if one_commit(plan):
+        # One commit's change data alone: each change row is a DELETE or an INSERT by its type, in one pass over the
+        # files (the union of the two sides scans them twice: two stages of tasks in the plan that reads them)
+        action = exp.case().when(exp.EQ(this=column(CHANGE_TYPE), expression=exp.Literal.string("update_postimage")),
+                                 exp.Literal.string(INSERT)).else_(exp.Literal.string(DELETE))
+        changed = column(CHANGE_TYPE).isin(*(exp.Literal.string(t) for t in _CHANGE_TYPES))
+        return sides.run(spark, exp.select(*columns, exp.alias_(action, ACTION, quoted=True), row_id)
+                         .from_(_CHANGED).where(changed))
     parts = [exp.select(*columns, exp.alias_(exp.Literal.string(action), ACTION, quoted=True), row_id).from_(side)
              for side, action in ((_GONE, DELETE), (_ALIVE, INSERT))]
     return sides.run(spark, exp.union(*parts, distinct=False))

@@ -26,13 +26,15 @@ from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
 from dtables.changes.log import Commit
-from dtables.changes.reader import redundant_delta
+from dtables.changes import change_data
+from dtables.changes.reader import change_data_on_driver, redundant_delta
 from dtables.changes.shared_reads import held_local, held_rows, held_table, known_value, value_once
 from dtables.spark.tiny_plans import in_few_tasks
 from dtables.spark.sessions import own_session
 from dtables.spark.types import has_map
 
 _WHOLE = "__dtables_whole_rows"
+_CHANGE_SETTINGS = "spark.dtables.changes."
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,16 @@ def _outright(commit: Commit) -> bool:
 def _read(spark: Any, interval: Interval) -> MovedColumns:
     # Without adaptive execution: one job, not one per shuffle stage (as incremental refreshes run, see
     # dynamic.executor), on a session of its own so the caller's settings stay as they are.
+    plan = change_data_on_driver(spark, interval)  # the caller's settings (``picked_rows.PICK_ON_DRIVER``)
+    changed = change_data.changed_rows(plan) if plan is not None else None
+    if changed is not None:  # one commit's change data, read here: no Spark job (``change_data``)
+        return _moved_table(*changed)
     with own_session(spark) as clone:
+        # the caller's change-read settings (a session of its own starts from the defaults), so that the read's
+        # choices (held or not, picked on the driver or not) are the ones its later readers make
+        for key, value in spark.conf.getAll.items():
+            if key.startswith(_CHANGE_SETTINGS):
+                clone.conf.set(key, value)
         clone.conf.set("spark.sql.adaptive.enabled", "false")
         delta = redundant_delta(clone, interval, read_once=True)
         rows = held_rows(delta)

@@ -49,11 +49,12 @@ _LEGACY_CALENDAR = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legac
 
 @dataclass(frozen=True)
 class PickedFile:
-    """One data file's rows to read: its local path, the name the read tags its rows with, and their row indexes."""
+    """One data file's rows to read: its local path, the name the read tags its rows with, and their row indexes
+    (None: every row, as a change data file is read)."""
 
     path: str
     name: str
-    rows: AbstractBitMap64
+    rows: AbstractBitMap64 | None
 
 
 def on_driver(spark: Any, location: str, fields: Iterable[T.StructField], rows: int) -> bool:
@@ -131,17 +132,21 @@ def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wa
             return None
         names[name.lower()] = name
     decoded = [f for f in fields if (wanted is None or f.name.lower() in wanted) and f.name.lower() in names]
-    rows = np.frombuffer(picked.rows.to_array(), dtype=np.uint64).astype(np.int64)
     total = parquet.metadata.num_rows
+    every = picked.rows is None
+    rows = np.arange(total, dtype=np.int64) if picked.rows is None else \
+        np.frombuffer(picked.rows.to_array(), dtype=np.uint64).astype(np.int64)
     if len(rows) and rows[-1] >= total:
         raise ValueError(f"a deletion vector of {picked.path} marks row {rows[-1]}, past its {total} rows")
     starts = np.cumsum([0] + [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)])
     pieces, read_bytes, records = [], 0, 0
     physical = [names[f.name.lower()] for f in decoded]
     for group in np.unique(np.searchsorted(starts, rows, side="right") - 1):  # only the groups a picked row is in
-        in_group = rows[(rows >= starts[group]) & (rows < starts[group + 1])]
         table = parquet.read_row_group(int(group), columns=physical)
-        pieces.append(table.take(pa.array(in_group - starts[group])))
+        if not every:
+            in_group = rows[(rows >= starts[group]) & (rows < starts[group + 1])]
+            table = table.take(pa.array(in_group - starts[group]))
+        pieces.append(table)
         meta = parquet.metadata.row_group(int(group))
         read_bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)
                           if meta.column(i).path_in_schema in physical)

@@ -54,7 +54,8 @@ from dtables.changes.commit_sides import GONE_AT, delta_rows, gone_and_alive, ro
 from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
-from dtables.changes.shared_reads import driver_rows_max, plan_once
+from dtables.changes import change_data
+from dtables.changes.shared_reads import driver_rows_max, first_ask, plan_once
 from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
@@ -268,6 +269,12 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     # that way (5,747 lineitems, collected from the scan) ran 0.84x of FULL warm, cause not established.
     hold = bound is not None and bound <= driver_rows_max(spark) and (
         _picks_on_driver(spark, plan, bound) if picks else plan.shape == Shape.MINIMIZE)
+    # One commit's change data alone (an UPDATE's) is a scan and a projection, which ``moved`` compares without
+    # Spark where it reads the files on the driver (``change_data``): the first reader scans it in its own plan, a
+    # second one holds it for itself and every later reader of the interval.
+    if hold and not picks and bound is not None and _change_data_on_driver(spark, plan, bound) \
+            and first_ask(spark, ("held change data", *key)):
+        hold = False
     if bound is None or not (picks or hold):
         # Every refresh of this interval reads the same rows: the read's plan (its files, per-file row ids, copies
         # left out) is built once per application (`plan_once`), as snapshots are; the files are checked each time,
@@ -285,6 +292,19 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     read = read_once_shared(spark, (*key, tuple(sorted(only))), bound,
                             lambda: _narrowed(_redundant_delta(spark, plan, only=only), only), hold=hold)
     return _without_unchanged(plan, _widened(plan, read), compared)
+
+
+def change_data_on_driver(spark: Any, interval: Interval) -> ChangePlan | None:
+    """The change plan of ``interval`` where it reads one commit's change data alone, which ``change_data`` reads
+    on the driver (an UPDATE's, of a local table); None elsewhere."""
+    plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
+    if plan.shape != Shape.MINIMIZE or not _by_commit(spark, plan):
+        return None
+    return plan if _change_data_on_driver(spark, plan, _rows_bound(spark, plan)) else None
+
+
+def _change_data_on_driver(spark: Any, plan: ChangePlan, bound: int) -> bool:
+    return _by_commit(spark, plan) and change_data.readable(spark, plan, bound)
 
 
 def _columns(plan: ChangePlan) -> list[str]:

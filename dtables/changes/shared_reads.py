@@ -119,14 +119,22 @@ def held_once(spark: Any, key: tuple[Hashable, ...], build: Callable[[], DataFra
         return kept
     if known_value(spark, ("too many", *full_key)):
         return None
-    if not known_value(spark, ("asked", *full_key)):  # one reader scans it in its own plan, as it would anyway
-        value_once(spark, ("asked", *full_key), lambda: True)
+    if first_ask(spark, full_key):  # one reader scans it in its own plan, as it would anyway
         return None
     held = on_driver(build().limit(most + 1), few_tasks=False)
     if (held_rows(held) or 0) > most:
         value_once(spark, ("too many", *full_key), lambda: True)
         return None
     return _keep(spark, full_key, held)
+
+
+def first_ask(spark: Any, key: tuple[Hashable, ...]) -> bool:
+    """True the first time ``key`` is asked for in this application, False after: a read that one reader scans in
+    its own plan as cheaply is held only for the second."""
+    if known_value(spark, ("asked", *key)):
+        return False
+    value_once(spark, ("asked", *key), lambda: True)
+    return True
 
 
 def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:

@@ -347,14 +347,16 @@ def test_moved_columns_as_arrow_columns_agree_with_spark(dt: Any, ids: list, unk
 
 
 def test_moved_columns_of_a_held_read_of_many_rows_are_compared_as_arrow(dt: Any, monkeypatch: Any) -> None:
-    """The way a refresh takes: an UPDATE's held read of at least ``ARROW_ROWS_MIN`` rows of flat columns goes
-    through ``_moved_table``, and says which columns moved."""
+    """The way a refresh takes where the change data is not read on the driver (``change_data``; here switched off
+    with the picked rows'): an UPDATE's held read of at least ``ARROW_ROWS_MIN`` rows of flat columns goes through
+    ``_moved_table``, and says which columns moved."""
     from dtables.changes import moved as moved_module
-    from dtables.changes import resolve_interval
+    from dtables.changes import picked_rows, resolve_interval
     from dtables.changes.interval import Bound
 
     calls, original = [], moved_module._moved_table
     monkeypatch.setattr(moved_module, "_moved_table", lambda *a: calls.append(1) or original(*a))
+    dt.spark.conf.set(picked_rows.PICK_ON_DRIVER, "false")
     dt.sql("CREATE TABLE ma (k INT, v DOUBLE, note STRING)")
     dt.sql("INSERT INTO ma SELECT CAST(id AS INT), CAST(id AS DOUBLE), 'n' FROM range(1500)")
     start = dt.spark.sql("DESCRIBE HISTORY ma").agg({"version": "max"}).collect()[0][0]
@@ -363,5 +365,6 @@ def test_moved_columns_of_a_held_read_of_many_rows_are_compared_as_arrow(dt: Any
     with SparkWork(dt.spark, "moved") as work:
         moved = moved_module.moved_columns(dt.spark, interval, "ma")
     assert calls == [1]
+    dt.spark.conf.unset(picked_rows.PICK_ON_DRIVER)
     assert work.cost.jobs == 1  # the held read's: its rows came to the driver as Arrow, compared without another
     assert (moved.rows, moved.columns, moved.always) == (False, frozenset({"v"}), frozenset({"v"}))
