@@ -25,6 +25,9 @@ from dtables.changes.storage import join
 from dtables.spark.fs import local_path
 
 _FILE, _ROW_INDEX = "__file", "__row_index"
+# The change types of the deaths (a deleted row, an update's preimage) and of the births (an update's postimage)
+# that change data contributes; an ``insert`` row's birth is read from its data file (``CommitReads.new_rows``)
+CHANGE_TYPES = ("delete", "update_preimage", "update_postimage")
 
 
 def one_commit(plan: ChangePlan) -> bool:
@@ -70,7 +73,7 @@ def changed_rows(plan: ChangePlan) -> tuple[T.StructType, Any] | None:
     if table is None:
         return None
     change_type = table.column(CHANGE_TYPE)
-    if not pc.all(pc.is_in(change_type, value_set=pa.array(["update_preimage", "update_postimage", "delete"])),
+    if not pc.all(pc.is_in(change_type, value_set=pa.array(CHANGE_TYPES)),
                   min_count=0).as_py():
         return None
     by_file = table.column(_FILE).combine_chunks().dictionary_encode()

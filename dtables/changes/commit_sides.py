@@ -35,15 +35,12 @@ from dtables.changes.scan import (
     table_schema,
     try_element_at,
 )
-from dtables.changes.change_data import one_commit
+from dtables.changes.change_data import CHANGE_TYPES, one_commit
 from dtables.changes.log import FileAction
 from dtables.changes.shapes import ChangePlan
 from dtables.spark.statement import frame_name, run_statement
 
 GONE_AT = "__gone_at"
-# The change types of the deaths (a deleted row, an update's preimage) and of the births (an update's postimage)
-# that change data contributes; an ``insert`` row's birth is read from its data file (``CommitReads.new_rows``)
-_CHANGE_TYPES = ("delete", "update_preimage", "update_postimage")
 _CHANGED, _DIED, _BORN, _GONE, _ALIVE, _LATER = "__changed", "__died", "__born", "__gone", "__alive", "__later"
 # On the deaths of an interval of several commits: the state died was born by the start, known from its file
 # (``_by_birth``), so its row commit version need not be compared with the start
@@ -147,7 +144,7 @@ def delta_rows(spark: Any, plan: ChangePlan, only: frozenset[str] | None = None)
         # files (the union of the two sides scans them twice: two stages of tasks in the plan that reads them)
         action = exp.case().when(exp.EQ(this=column(CHANGE_TYPE), expression=exp.Literal.string("update_postimage")),
                                  exp.Literal.string(INSERT)).else_(exp.Literal.string(DELETE))
-        changed = column(CHANGE_TYPE).isin(*(exp.Literal.string(t) for t in _CHANGE_TYPES))
+        changed = column(CHANGE_TYPE).isin(*(exp.Literal.string(t) for t in CHANGE_TYPES))
         return sides.run(spark, exp.select(*columns, exp.alias_(action, ACTION, quoted=True), row_id)
                          .from_(_CHANGED).where(changed))
     parts = [exp.select(*columns, exp.alias_(exp.Literal.string(action), ACTION, quoted=True), row_id).from_(side)

@@ -298,9 +298,9 @@ def change_data_on_driver(spark: Any, interval: Interval) -> ChangePlan | None:
     """The change plan of ``interval`` where it reads one commit's change data alone, which ``change_data`` reads
     on the driver (an UPDATE's, of a local table); None elsewhere."""
     plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
-    if plan.shape != Shape.MINIMIZE or not _by_commit(spark, plan):
+    if plan.shape != Shape.MINIMIZE or not _by_commit(spark, plan) or not change_data.one_commit(plan):
         return None
-    return plan if _change_data_on_driver(spark, plan, _rows_bound(spark, plan)) else None
+    return plan if change_data.readable(spark, plan, _rows_bound(spark, plan)) else None
 
 
 def _change_data_on_driver(spark: Any, plan: ChangePlan, bound: int) -> bool:
