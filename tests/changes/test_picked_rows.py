@@ -215,3 +215,32 @@ def test_a_vector_is_decoded_once_per_process(spark: Any, make_table: Any, run: 
     again = [scan._vector_rows(spark, location)(v) for v in vectors]
     assert first == again and all(isinstance(r, FrozenBitMap64) for r in first) and sum(map(len, first)) == 8
     assert sorted(calls) == sorted(v.unique_id for v in vectors)
+
+
+@pytest.mark.parametrize("batch_rows", [13, 1 << 16], ids=["small-batches", "default-batches"])
+def test_rows_are_picked_across_row_groups_and_decoding_batches(tmp_path: Any, monkeypatch: Any,
+                                                                batch_rows: int) -> None:
+    """A file of several row groups, decoded a batch at a time: the picked rows (first and last of a group or a
+    batch, none in some groups) come back with their values and indexes, in order; the whole file read too."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyroaring import BitMap64
+    from pyspark.sql import types as T
+
+    n = 1000
+    path = str(tmp_path / "part-0.parquet")
+    values = [None if i % 5 == 0 else f"v{i}" for i in range(n)]
+    pq.write_table(pa.table({"k": pa.array(range(n), pa.int64()), "v": pa.array(values, pa.string())}), path,
+                   row_group_size=97)
+    monkeypatch.setattr(picked_rows, "_BATCH_ROWS", batch_rows)
+    fields = [T.StructField("k", T.LongType()), T.StructField("v", T.StringType())]
+    wanted = sorted({0, 12, 13, 96, 97, 193, 194, n - 1, *random.Random(7).sample(range(n), 60)} - set(range(291, 485)))
+    for rows in (BitMap64(wanted), None):
+        table = picked_rows.read([picked_rows.PickedFile(path, "part-0", rows)], fields, None, "__file", "__row")
+        expected = wanted if rows is not None else list(range(n))
+        assert table.column("__row").to_pylist() == expected
+        assert table.column("k").to_pylist() == expected
+        assert table.column("v").to_pylist() == [values[i] for i in expected]
+        assert set(table.column("__file").to_pylist()) == {"part-0"}
