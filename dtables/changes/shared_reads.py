@@ -153,7 +153,7 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
     come from inputs as small as they are (``in_few_tasks``), not from a scan of a whole table."""
     session = df.sparkSession
     jdf = df._jdf  # type: ignore[attr-defined]
-    with in_few_tasks(session) if few_tasks else nullcontext():  # a few thousand rows: tasks would cost more
+    with in_few_tasks(session, df) if few_tasks else nullcontext():  # a few thousand rows: tasks would cost more
         # Rows the driver holds already (picked by ``picked_rows``) are collected without a job; Arrow takes one
         held_already = jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
         if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):

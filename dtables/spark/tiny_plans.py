@@ -28,11 +28,14 @@ from typing import Any
 TINY_INPUT_BYTES = 1 << 20
 
 # A local relation of a few rows (a change the driver holds) is otherwise read in as many tasks as it has rows, up to
-# the default parallelism: a task each, in a stage of the one job; and small files are packed into as many
-# partitions as the default parallelism (``spark.sql.files.minPartitionNum``), a task each. (The benchmark's
-# dimension of 4 small files is still scanned in 4 tasks with these settings; cause not established.)
-_ONE_TASK = (("spark.sql.leafNodeDefaultParallelism", "1"), ("spark.sql.files.minPartitionNum", "1"))
+# the default parallelism: a task each, in a stage of the one job.
+_ONE_TASK = (("spark.sql.leafNodeDefaultParallelism", "1"),)
 _SETTINGS = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "1"), *_ONE_TASK)
+# And small files are packed into as many partitions as the default parallelism, a task each, unless this is 1. Spark
+# reads it from the session of the file relation, not the one planning: a plan kept from an earlier refresh
+# (``shared_reads.plan_once``: the snapshot of an unchanged dimension) scans under the settings of the session that
+# built it, so it is set there too (the benchmark's dimension of 4 small files: 4 tasks, then 1).
+PACK_FILES = "spark.sql.files.minPartitionNum"
 
 
 _lock = threading.Lock()
@@ -60,43 +63,100 @@ def known_rows(df: Any, rows: int) -> None:
 def input_bytes(df: Any) -> int | None:
     """The bytes the leaves of ``df``'s analysed plan hold by Spark's estimate, or None where one is unknown (a
     reference Spark sizes only after planning, a Spark Connect DataFrame)."""
+    return _inputs(df)[0]
+
+
+def _inputs(df: Any) -> tuple[int | None, list[Any]]:
+    """``input_bytes``, and the JVM sessions of the plan's relations other than ``df``'s own (as found up to a leaf
+    that cannot be sized)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
-        return None
+        return None, []
     leaves = jdf.queryExecution().analyzed().collectLeaves()
     application = str(df.sparkSession.conf.get("spark.app.id", ""))
-    total = 0
+    own = int(df.sparkSession._jsparkSession.hashCode())
+    total, others = 0, dict[int, Any]()
     for i in range(leaves.size()):
         leaf = leaves.apply(i)
         name = leaf.nodeName()
         if name == "CTERelationRef":  # a common table expression's use: its definition's leaves are counted
             continue
         if name not in ("LogicalRelation", "LocalRelation", "LogicalRDD", "OneRowRelation"):
-            return None
+            return None, list(others.values())
+        if name == "LogicalRelation":
+            session = leaf.relation().sqlContext().sparkSession()
+            others.setdefault(int(session.hashCode()), session)
         known = _known.get((application, int(leaf.rdd().id()))) if name == "LogicalRDD" else None
         total += known if known is not None else int(str(leaf.stats().sizeInBytes()))  # a Scala BigInt: its text
-    return total
+    others.pop(own, None)
+    return total, list(others.values())
 
 
 @contextmanager
 def one_job(spark: Any, df: Any, max_bytes: int = TINY_INPUT_BYTES) -> Iterator[bool]:
     """While the block plans and runs ``df`` on ``spark``: no broadcast joins and one shuffle partition if ``df``'s
     inputs hold at most ``max_bytes`` (yields whether they do); the session's settings are restored after."""
-    size = input_bytes(df)
+    size, others = _inputs(df)
     if size is None or size > max_bytes:
         yield False
         return
-    with _set(spark, _SETTINGS):
+    with _set(spark, _SETTINGS), _files_packed(spark, others):
         yield True
 
 
 @contextmanager
-def in_few_tasks(spark: Any) -> Iterator[None]:
+def in_few_tasks(spark: Any, df: Any = None) -> Iterator[None]:
     """While the block plans and runs a read whose inputs are known to be small (a change read bounded from the log
-    to a few thousand rows, which the driver then holds): its files and local relations in one task each scan
-    rather than one per file or per core (a mixed interval's held read ran 16 tasks of a few milliseconds each)."""
-    with _set(spark, _ONE_TASK):
+    to a few thousand rows, which the driver then holds; ``df``, if given, is it): its files and local relations in
+    one task each scan rather than one per file or per core (a mixed interval's held read ran 16 tasks of a few
+    milliseconds each)."""
+    others = _inputs(df)[1] if df is not None else []
+    with _set(spark, _ONE_TASK), _files_packed(spark, others):
         yield
+
+
+# Sessions whose files are packed (``PACK_FILES``) for a block now: JVM session identity -> [blocks, the session's
+# own value (None: unset), session]. Counted, so that blocks of concurrent refreshes over plans built in one session
+# restore its value once, after the last of them.
+_packing: dict[int, list[Any]] = {}
+
+
+@contextmanager
+def _files_packed(spark: Any, others: list[Any]) -> Iterator[None]:
+    """While the block runs: ``PACK_FILES`` = 1 on ``spark`` and on ``others`` (JVM sessions), each session's own
+    value restored after."""
+    own = getattr(spark, "_jsparkSession", None)
+    if own is None:  # Spark Connect: the server's session only
+        with _set(spark, ((PACK_FILES, "1"),)):
+            yield
+        return
+    sessions, keys = [own, *others], []
+    with _lock:
+        for session in sessions:
+            key = int(session.hashCode())
+            if key in keys:
+                continue
+            entry = _packing.get(key)
+            if entry is None:
+                conf = session.conf()
+                saved = conf.getOption(PACK_FILES)
+                entry = _packing[key] = [0, str(saved.get()) if saved.isDefined() else None, session]
+                conf.set(PACK_FILES, "1")
+            entry[0] += 1
+            keys.append(key)
+    try:
+        yield
+    finally:
+        with _lock:
+            for key in keys:
+                entry = _packing[key]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _packing[key]
+                    if entry[1] is None:
+                        entry[2].conf().unset(PACK_FILES)
+                    else:
+                        entry[2].conf().set(PACK_FILES, entry[1])
 
 
 # Spark's optimizer evaluates a projection or filter over a local relation on the driver, row by row and

@@ -205,7 +205,7 @@ def test_a_held_read_is_computed_in_few_tasks(spark: Any, make_table: Any, run: 
             shared_reads.forget_all(spark)
 
     few, rows = tasks()
-    monkeypatch.setattr(shared_reads, "in_few_tasks", lambda session: nullcontext())
+    monkeypatch.setattr(shared_reads, "in_few_tasks", lambda session, df=None: nullcontext())
     spread, same = tasks()
     assert rows == same and len(rows) == 41 and 0 < few < spread
     assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None

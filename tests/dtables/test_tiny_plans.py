@@ -103,3 +103,45 @@ def test_rows_held_by_the_driver_are_left_unfolded_in_a_write_and_the_settings_c
         pass
     assert session.conf.get(EXCLUDED_RULES, None) is None
     assert optimized(query.select("*")) == "LocalRelation"
+
+
+def _scan_tasks(session: Any, query: Any) -> int:
+    tracker = session.sparkContext.statusTracker()
+    with SparkWork(session, "scan") as work:
+        query.collect()
+    stages = [s for j in tracker.getJobIdsForGroup(work.group) for s in tracker.getJobInfo(j).stageIds]
+    return sum(tracker.getStageInfo(s).numTasks for s in stages)
+
+
+def test_files_of_a_plan_another_session_built_are_read_in_one_task_and_its_setting_comes_back(
+        spark: Any, tmp_path: Path) -> None:
+    """A plan kept from an earlier refresh (a snapshot read through a global view) scans its files under the
+    settings of the session that built it: ``one_job`` packs them there too, restores that session's own value
+    after, and two blocks over it at once restore it once, after the last."""
+    from dtables.spark.tiny_plans import PACK_FILES, in_few_tasks
+
+    builder = spark.newSession()
+    spark.range(40).repartition(4).write.parquet(str(tmp_path / "four"))  # four small files
+    builder.read.parquet(str(tmp_path / "four")).createOrReplaceGlobalTempView("tiny_plans_kept")
+    session = spark.newSession()
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    global_db = session.conf.get("spark.sql.globalTempDatabase")
+
+    def query() -> Any:
+        return session.sql(f"SELECT id FROM {global_db}.tiny_plans_kept WHERE id % 3 = 1")
+
+    expected = sorted(query().collect())
+    spread = _scan_tasks(session, query())
+    builder.conf.set(PACK_FILES, "3")
+    with one_job(session, query()) as tiny:
+        assert tiny and builder.conf.get(PACK_FILES) == "1"
+        with in_few_tasks(session, query()):
+            assert _scan_tasks(session, query()) == 1 < spread
+        assert builder.conf.get(PACK_FILES) == "1"  # the outer block still runs
+        assert sorted(query().collect()) == expected
+    assert builder.conf.get(PACK_FILES) == "3" and session.conf.get(PACK_FILES, None) is None
+    builder.conf.unset(PACK_FILES)
+    with in_few_tasks(session, query()):
+        pass
+    assert builder.conf.get(PACK_FILES, None) is None
+    spark.catalog.dropGlobalTempView("tiny_plans_kept")
