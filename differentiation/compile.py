@@ -531,6 +531,14 @@ class HelperColumns:
         return items
 
 
+def keys_struct(keys: list[exp.Expr]) -> exp.Expr:
+    """A group's keys as one struct (fields ``k0``, ``k1``...): never NULL, and equal (``=``) exactly where every key
+    is equal or NULL on both sides, as ``<=>`` per key. A join on it has the struct as its one key, which the change's
+    aggregate grouped by it is partitioned by already; Spark plans ``<=>`` as ``coalesce(k, default), isnull(k)``,
+    which the aggregate's partitioning by ``k`` is not, so the aggregate's rows were shuffled again."""
+    return call("named_struct", *[e for j, k in enumerate(keys) for e in (string(f"k{j}"), k)])
+
+
 class AlgebraicCompiler(HelperColumns):
     """`AlgebraicAggregateDelta`: DELETE the stored row of every key the change set touches, INSERT old + ΣΔ (when
     rows remain). A scalar aggregate has exactly one stored row and always re-emits it (COUNT 0, SUM NULL when
@@ -546,9 +554,11 @@ class AlgebraicCompiler(HelperColumns):
                  for j in range(len(self.keys))]
         return exp.and_(*pairs) if pairs else exp.true()
 
-    def _summed_change(self) -> exp.Select:
-        """ΣΔ per key: the change in row count, in each summed argument and in its non-null count."""
-        items = [alias(k.copy(), f"__key{j}") for j, k in enumerate(self.keys)]
+    def _summed_change(self, packed: str | None = None) -> exp.Select:
+        """ΣΔ per key: the change in row count, in each summed argument and in its non-null count. ``packed``: the
+        keys as one struct column of that name (``keys_struct``), grouped by it, instead of a column each."""
+        items = [alias(k.copy(), f"__key{j}") for j, k in enumerate(self.keys)] if packed is None else \
+            [alias(keys_struct([k.copy() for k in self.keys]), packed)]
         items.append(alias(exp.Sum(this=sign()), "__dcnt"))
         for i, a in enumerate(self.args):
             if a in self.summed:
@@ -559,6 +569,8 @@ class AlgebraicCompiler(HelperColumns):
                                 default=sign())
             items.append(alias(exp.Sum(this=not_null), f"__dnn_{i}"))
         select = exp.select(*items).from_(self.c.source(self.delta))
+        if packed is not None and self.keys:
+            return select.group_by(keys_struct([k.copy() for k in self.keys]))
         return select.group_by(*(k.copy() for k in self.keys)) if self.keys else select
 
     def _merged(self, d: str, state: str) -> exp.Select:

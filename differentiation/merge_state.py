@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from differentiation.compile import AlgebraicCompiler, _relation, plan_compiler
+from differentiation.compile import AlgebraicCompiler, _relation, keys_struct, plan_compiler
 from differentiation.delta_nodes import Consolidate
 from differentiation.plan import Node, Project
 from differentiation.rules.aggregate_algebraic import AlgebraicAggregateDelta
@@ -24,6 +24,7 @@ from differentiation.vocabulary import INSERT, ROW_ID
 
 TOUCHED = "__dt_touched"  # ΣΔ holds the group: its stored row, if any, may change
 KEPT = "__dt_kept"  # the group has rows after the change
+KEYS = "__dt_keys"  # ΣΔ's keys as one struct (`keys_struct`)
 
 
 def merged_aggregate(plan: Node) -> AlgebraicAggregateDelta | None:
@@ -41,15 +42,18 @@ class MergeCompiler(AlgebraicCompiler):
     are its side's (a COALESCE with 0), so an untouched group keeps its values exactly."""
 
     def merged(self, state: str, carry: Sequence[tuple[str, str]]) -> exp.Select:
-        summed = self._summed_change().select(alias(exp.true(), TOUCHED), copy=False)
-        keys = [alias(call("coalesce", col(f"__key{j}", "o"), col(f"__key{j}", "d")), f"__key{j}")
-                for j in range(len(self.keys))]
+        # joined on the keys as one struct, which ΣΔ is grouped by: its aggregate's shuffle serves the join too
+        summed = self._summed_change(packed=KEYS).select(alias(exp.true(), TOUCHED), copy=False)
+        keys = [alias(call("coalesce", col(f"__key{j}", "o"), exp.Dot(this=col(KEYS, "d"), expression=ident(f"k{j}"))),
+                      f"__key{j}") for j in range(len(self.keys))]
 
         helpers = [alias(self.plus_change(name, "o", "d"), name) for name, _ in self.helpers()]
         flags = [alias(call("coalesce", col(TOUCHED, "d"), exp.false()), TOUCHED)]
         carried = [alias(col(c, "o"), a) for c, a in carry]
         return (exp.select(*keys, *helpers, *flags, *carried).from_(_relation(state).as_("o", quoted=True))
-                .join(summed.subquery(ident("d")), on=self._on(), join_type="FULL OUTER"))
+                .join(summed.subquery(ident("d")), join_type="FULL OUTER", on=exp.EQ(
+                    this=keys_struct([col(f"__key{j}", "o") for j in range(len(self.keys))]),
+                    expression=col(KEYS, "d"))))
 
 
 def compile_merge(plan: Node, sources: StateSources, carry: Sequence[tuple[str, str]], *,

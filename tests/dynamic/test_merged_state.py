@@ -92,6 +92,29 @@ def test_merging_the_state_writes_what_the_change_set_path_writes(connect: Any, 
     assert merged[1][1:] == (0, 0, 2, sorted([(3, 20, 1010, "DELETE", True), (3, 20, 1020, "INSERT", True),
                                               (None, 3, 4, "DELETE", True), (None, 3, 24, "INSERT", True)], key=repr))
 
+def test_groups_of_two_keys_merge_with_their_own_row_nulls_included(connect: Any, tmp_path: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored groups and the change's sums are joined on all of a group's keys at once (one struct): groups
+    that share one key, NULL in either key or both, and -0.0 beside 0.0 each merge with their own stored row."""
+    calls = _count_merges(monkeypatch)
+    dt = connect(tmp_path / "two")
+    dt.sql("CREATE TABLE f2 (id INT, g INT, h STRING, w DOUBLE, v DOUBLE)")
+    dt.sql("INSERT INTO f2 VALUES (1, 1, 'a', 0.0, 1.0), (2, 1, NULL, 0.0, 2.0), (3, NULL, 'a', 1.5, 3.0), "
+           "(4, NULL, NULL, NULL, 4.0), (5, 2, 'a', -0.0, 5.0)")
+    dt.sql("CREATE DYNAMIC TABLE agg2 TARGET_LAG = '1 hour' REFRESH_MODE = INCREMENTAL AS "
+           "SELECT g, h, w, count(*) AS c, sum(v) AS s FROM f2 GROUP BY g, h, w")
+    for statements in (["INSERT INTO f2 VALUES (6, 1, NULL, 0.0, 10.0), (7, NULL, NULL, NULL, 20.0), "
+                        "(8, 2, 'a', 0.0, 1.0), (9, NULL, NULL, 0.0, 1.0)"],
+                       ["UPDATE f2 SET v = v + 1 WHERE h IS NULL"],
+                       ["DELETE FROM f2 WHERE g IS NULL AND h = 'a'", "INSERT INTO f2 VALUES (10, 3, NULL, -0.0, 1.0)"]):
+        for statement in statements:
+            dt.sql(statement)
+        [record] = dt.refresh("agg2")
+        assert (record.action, record.state) == ("INCREMENTAL", "SUCCEEDED"), (statements, record.reason)
+        assert_same_rows(table_rows(dt, "agg2"), oracle_rows(dt, "agg2"))
+    assert calls
+
+
 def test_only_a_grouped_aggregate_kept_from_its_state_merges() -> None:
     stats = {"f": ChangeStats(inserts=True, deletes=True)}
 
