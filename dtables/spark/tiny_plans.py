@@ -66,26 +66,30 @@ def input_bytes(df: Any) -> int | None:
     return _inputs(df)[0]
 
 
-def _inputs(df: Any) -> tuple[int | None, list[Any]]:
-    """``input_bytes``, and the JVM sessions of the plan's relations other than ``df``'s own (as found up to a leaf
-    that cannot be sized)."""
+def _inputs(df: Any, sized: bool = True) -> tuple[int | None, list[Any]]:
+    """``input_bytes`` (None without ``sized``), and the JVM sessions of the plan's relations other than ``df``'s
+    own, every one of them even where a leaf cannot be sized."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None, []
     leaves = jdf.queryExecution().analyzed().collectLeaves()
     application = str(df.sparkSession.conf.get("spark.app.id", ""))
     own = int(df.sparkSession._jsparkSession.hashCode())
-    total, others = 0, dict[int, Any]()
+    total: int | None = 0 if sized else None
+    others = dict[int, Any]()
     for i in range(leaves.size()):
         leaf = leaves.apply(i)
         name = leaf.nodeName()
         if name == "CTERelationRef":  # a common table expression's use: its definition's leaves are counted
             continue
-        if name not in ("LogicalRelation", "LocalRelation", "LogicalRDD", "OneRowRelation"):
-            return None, list(others.values())
         if name == "LogicalRelation":
             session = leaf.relation().sqlContext().sparkSession()
             others.setdefault(int(session.hashCode()), session)
+        if total is None:
+            continue
+        if name not in ("LogicalRelation", "LocalRelation", "LogicalRDD", "OneRowRelation"):
+            total = None
+            continue
         known = _known.get((application, int(leaf.rdd().id()))) if name == "LogicalRDD" else None
         total += known if known is not None else int(str(leaf.stats().sizeInBytes()))  # a Scala BigInt: its text
     others.pop(own, None)
@@ -110,7 +114,7 @@ def in_few_tasks(spark: Any, df: Any = None) -> Iterator[None]:
     to a few thousand rows, which the driver then holds; ``df``, if given, is it): its files and local relations in
     one task each scan rather than one per file or per core (a mixed interval's held read ran 16 tasks of a few
     milliseconds each)."""
-    others = _inputs(df)[1] if df is not None else []
+    others = _inputs(df, sized=False)[1] if df is not None else []
     with _set(spark, _ONE_TASK), _files_packed(spark, others):
         yield
 
