@@ -94,7 +94,9 @@ def commit_sides(spark: Any, plan: ChangePlan, only: frozenset[str] | None = Non
     if reads.new_rows is not None:  # appends, and MERGE's inserts: the rows these files introduced
         rows = sides.frame(scan_files(spark, location, plan.metadata, reads.new_rows))
         births.append(exp.select(*keep).from_(rows).where(column(FRESH)))
-    several = plan.interval.end_version != start + 1
+    # Several commits whose deaths may include states born inside the interval (commits.CommitReads); otherwise
+    # the read is planned as one commit's (below)
+    several = plan.interval.end_version != start + 1 and not reads.deaths_born_by_start
     if several:  # the change data's deaths may have been born inside the interval: compared row by row
         deaths = [d.select(_settled(False)) for d in deaths]
     for gone in reads.gone:
@@ -105,11 +107,12 @@ def commit_sides(spark: Any, plan: ChangePlan, only: frozenset[str] | None = Non
     sides.ctes.append((_DIED, _union(spark, sides, deaths, with_version=True, settled=several)))
     sides.ctes.append((_BORN, _union(spark, sides, births, with_version=False)))
     if not several:
-        # One commit: every state it removed was there at the start, so none of its births died inside the interval
-        # (the anti join below, and the broadcast job of its deaths, would find nothing), and every death was born
-        # by the start. Without the version in the statement its generated code is the same at every refresh, so
-        # Spark's cache of compiled classes serves it (Spark writes a number into the code it generates: the
-        # filter compiled two classes per refresh, 40-60 ms each, and the JIT compiled them again).
+        # One commit, or commits that removed rows only from files added by the start: every state they removed was
+        # there at the start, so none of their births died inside the interval (the anti join below, and the
+        # broadcast job of its deaths, would find nothing), and every death was born by the start. Without the
+        # version in the statement its generated code is the same at every refresh, so Spark's cache of compiled
+        # classes serves it (Spark writes a number into the code it generates: the filter compiled two classes per
+        # refresh, 40-60 ms each, and the JIT compiled them again).
         sides.ctes.append((_GONE, exp.select("*").from_(_DIED)))
         sides.ctes.append((_ALIVE, exp.select("*").from_(_BORN)))
         return sides

@@ -62,12 +62,15 @@ class CommitReads:
     ``change_files``: every change data file of the interval with the commit that wrote it. ``new_rows``: data
     files whose rows the scan marks fresh are births (files of appends, and of MERGEs that inserted rows).
     ``gone``: rows deleted by commits without change data, in groups of distinct files. ``notes``: one line per
-    kind of commit for EXPLAIN."""
+    kind of commit for EXPLAIN. ``deaths_born_by_start``: every file the interval's commits removed rows from was
+    added by its start version, so every state that died inside the interval was there at the start and no state
+    born inside it died (``_deaths_born_by_start``)."""
 
     change_files: tuple[tuple[FileAction, int], ...]
     new_rows: FileScan | None
     gone: tuple[GoneRows, ...]
     notes: tuple[str, ...]
+    deaths_born_by_start: bool = False
 
     @property
     def scans(self) -> tuple[FileScan, ...]:
@@ -80,6 +83,18 @@ def _may_insert(commit: Commit) -> bool:
         return False
     inserted = (commit.metrics or {}).get("numTargetRowsInserted")
     return not (commit.operation == "MERGE" and inserted is not None and str(inserted) == "0")
+
+
+def _deaths_born_by_start(removed: list[FileAction], start: int) -> bool:
+    """Whether every file in ``removed`` (removed, or re-added with a grown deletion vector) was added by ``start``.
+
+    A state born inside the interval is written into a file added by the commit that wrote it (or copied into a
+    younger one), so it can die only through a file added after the start; if no such file lost rows, no state born
+    inside the interval died, and the read needs no row-by-row comparison of deaths with births. A file's
+    ``defaultRowCommitVersion`` is the first version that added its path (row-tracking spec); unknown is not by the
+    start."""
+    return all(r.default_row_commit_version is not None and r.default_row_commit_version <= start
+               for r in removed)
 
 
 def _versions(versions: list[int]) -> str:
@@ -103,10 +118,12 @@ def plan_commit_reads(log: DeltaLog, interval: Interval, metadata: TableMetadata
     appends: list[int] = []
     merges: list[int] = []
     deletes: list[int] = []
+    removed: list[FileAction] = []
     for version in range(interval.start_version + 1, interval.end_version + 1):
         commit = log.commit(version)
         what = f"version {version} ({commit.operation or 'unknown operation'})"
         removes = [a for a in commit.files if a.kind == "remove" and a.data_change]
+        removed += removes
         adds = [a for a in commit.files if a.kind == "add" and a.data_change]
         if commit.change_files:
             if not ids_in_change_data(commit):
@@ -171,6 +188,9 @@ def plan_commit_reads(log: DeltaLog, interval: Interval, metadata: TableMetadata
     if deletes:
         notes.append(f"deletes without change data at version(s) {_versions(deletes)}: only the rows they removed "
                      f"are read (whole files, or the rows their deletion vectors newly mark)")
+    born_by_start = _deaths_born_by_start(removed, interval.start_version)
+    if not born_by_start and interval.end_version > interval.start_version + 1:
+        notes.append("rows removed from files added inside the interval: deaths are matched with births row by row")
     return CommitReads(
         change_files=tuple(change_files),
         new_rows=FileScan(tuple(new_rows), interval.end_version, True, tuple(new_filters)) if new_rows else None,
@@ -183,4 +203,5 @@ def plan_commit_reads(log: DeltaLog, interval: Interval, metadata: TableMetadata
             for g in gone
         ),
         notes=tuple(notes),
+        deaths_born_by_start=born_by_start,
     ), ()
