@@ -316,11 +316,27 @@ def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFram
 
 
 def forget_all(spark: Any) -> None:
-    """Drop every kept read of ``spark``'s application (tests; a session that closes)."""
+    """Drop every kept read of ``spark``'s application (tests; a session that closes); values stay."""
+    forget_since(spark, frozenset(k for k in remembered(spark) if k[0] == "value"))
+
+
+def remembered(spark: Any) -> frozenset[tuple[Hashable, ...]]:
+    """The keys of everything kept for ``spark``'s application now (reads, plans, values), for ``forget_since``."""
     app = _application(spark)
     with _lock:
-        names = [_kept.pop(k) for k in [k for k in _kept if k[1] == app]]
+        return frozenset(k for k in [*_kept, *_values] if k[1] == app)
+
+
+def forget_since(spark: Any, before: frozenset[tuple[Hashable, ...]]) -> None:
+    """Drop what ``spark``'s application kept that is not in ``before`` (``remembered``), values included: the next
+    reader finds what it would have found then. A benchmark gives each of several passes over the same interval
+    the same start (the first pass would otherwise compute the reads every later pass finds done)."""
+    app = _application(spark)
+    with _lock:
+        names = [_kept.pop(k) for k in [k for k in _kept if k[1] == app and k not in before]]
         for name in names:
             _held.pop(name, None)
+        for k in [k for k in _values if k[1] == app and k not in before]:
+            del _values[k]
     for name in names:
         spark.catalog.dropGlobalTempView(name)

@@ -50,6 +50,22 @@ def deleted(spark: Any, make_table: Any, run: Any) -> str:
     shared_reads.forget_all(spark)
 
 
+def test_what_was_kept_since_a_mark_is_forgotten_and_what_was_kept_before_stays(spark: Any, deleted: str):
+    """``forget_since``: a benchmark's passes over one interval each start from what the process kept before it."""
+    _read(spark, deleted, 1, 2)
+    shared_reads.value_once(spark, ("test fact", 1), lambda: "before")
+    mark = shared_reads.remembered(spark)
+    _, jobs = _read(spark, deleted, 2, 3)
+    assert jobs >= 1
+    shared_reads.value_once(spark, ("test fact", 2), lambda: "after")
+    shared_reads.forget_since(spark, mark)
+    assert shared_reads.remembered(spark) == mark
+    assert shared_reads.known_value(spark, ("test fact", 1)) == "before"
+    assert shared_reads.known_value(spark, ("test fact", 2)) is None
+    assert _read(spark, deleted, 1, 2)[1] == 0  # kept before the mark: still read without a job
+    assert _read(spark, deleted, 2, 3)[1] >= 1  # kept after it: computed again
+
+
 def test_a_second_read_of_the_interval_runs_no_job_even_from_another_session(spark: Any, deleted: str):
     first, jobs = _read(spark, deleted, 1, 2)
     assert jobs >= 1  # the checkpoint is computed here
