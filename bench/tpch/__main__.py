@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dtables
 from bench.tpch import datagen, dynamic, load, pipelines, refresh_functions, report, workload
-from dtables.changes import shared_reads
+from dtables.changes import scan, shared_reads
 from dtables.dynamic.definition import now_utc
 from dtables.spark.builder import LOCAL_DEFAULTS
 
@@ -138,15 +138,17 @@ def main(argv: list[str] | None = None) -> int:
              f"{time.perf_counter() - t:.1f} s")
         at = now_utc()
         # Each mode refreshes every query in a pass of its own, and what the pass kept for the batch's intervals
-        # (change reads, snapshot plans, facts about versions: ``shared_reads``) is forgotten before the next one:
+        # (change reads, snapshot plans, facts about versions: ``shared_reads``; decoded deletion vectors) is
+        # forgotten before the next one:
         # every mode pays the batch's first reads, as a warehouse that holds only that mode's tables would.
-        before = shared_reads.remembered(session.spark)
+        before, vectors = shared_reads.remembered(session.spark), scan.vectors_decoded()
         passes: dict[str, dict[str, dynamic.Refresh]] = {}
         for mode, table_of in (("auto", lambda q: dynamic.names(q)[0]),
                                *((("forced", dynamic.incremental_twin),) if args.incremental_twin else ()),
                                ("full", lambda q: dynamic.names(q)[1])):
             passes[mode] = {q.name: dynamic.refresh(session, table_of(q), at) for q in queries}
             shared_reads.forget_since(session.spark, before)
+            scan.forget_vectors_since(vectors)
         done = []
         for q in queries:
             auto, full = dynamic.names(q)

@@ -284,6 +284,21 @@ def _vector_rows(spark: Any, location: str) -> Callable[[dv.DeletionVectorDescri
     return rows_of
 
 
+def vectors_decoded() -> frozenset[tuple[str, str]]:
+    """The keys of the vectors decoded and kept now, for ``forget_vectors_since``."""
+    with _decoded_lock:
+        return frozenset(_decoded)
+
+
+def forget_vectors_since(before: frozenset[tuple[str, str]]) -> None:
+    """Drop the decoded vectors not in ``before`` (``vectors_decoded``): as ``shared_reads.forget_since``, for a
+    benchmark whose passes over one interval each start from the same state."""
+    global _decoded_rows
+    with _decoded_lock:
+        for key in [k for k in _decoded if k not in before]:
+            _decoded_rows -= len(_decoded.pop(key))
+
+
 def picked_count(spark: Any, location: str, row_filter: RowFilter) -> int:
     """How many rows a selective ``row_filter`` reads: those its ``only`` vector marks and its ``minus`` does not
     (decoded once, ``_vector_rows``). A file's vector holds every row ever deleted from it, so its cardinality

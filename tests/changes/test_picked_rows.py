@@ -215,6 +215,16 @@ def test_a_vector_is_decoded_once_per_process(spark: Any, make_table: Any, run: 
     again = [scan._vector_rows(spark, location)(v) for v in vectors]
     assert first == again and all(isinstance(r, FrozenBitMap64) for r in first) and sum(map(len, first)) == 8
     assert sorted(calls) == sorted(v.unique_id for v in vectors)
+    # A benchmark's pass forgets what it decoded (``forget_vectors_since``): the next pass decodes it again
+    scan._decoded.clear()
+    scan._vector_rows(spark, location)(vectors[0])
+    mark, counted = scan.vectors_decoded(), scan._decoded_rows
+    scan._vector_rows(spark, location)(vectors[1])
+    scan.forget_vectors_since(mark)
+    assert scan.vectors_decoded() == mark and scan._decoded_rows == counted
+    calls.clear()
+    assert [scan._vector_rows(spark, location)(v) for v in vectors] == first
+    assert calls == [vectors[1].unique_id]
 
 
 @pytest.mark.parametrize("batch_rows", [13, 1 << 16], ids=["small-batches", "default-batches"])
