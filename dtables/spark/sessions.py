@@ -86,6 +86,11 @@ def local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
 # 23,776 row marks in one: a quarter of its driver's time in the JVM went to those copies (sampled, bench/README.md).
 # Above this many rows, rows held for plans are given to them as an RDD of the same rows (``rows_for_plans``).
 PLANNED_ROWS_MAX = 2_000
+# Rows of such an RDD per partition (one task each, up to the default parallelism). Spark's scan of a local
+# relation makes as many as the leaf-node parallelism allows, set when the plan runs: a tiny REWRITE's single task
+# (``tiny_plans.one_job``). The RDD's partitions are fixed when it is made, so they are sized by the rows: a held
+# change of 10,000 rows in four tasks cost the write's job a stage of four tasks and four map outputs to fetch.
+ROWS_PER_SLICE = 50_000
 
 
 def rows_for_plans(df: Any, rows: int) -> Any:
@@ -127,11 +132,12 @@ def _local_relation(plan: Any) -> Any:
 def _rdd_leaf(session: Any, relation: Any) -> Any:
     """A ``LogicalRDD`` of ``relation``'s rows, with its output and statistics, made without optimizing a plan that
     holds them (the optimizer's rules copy the rows: 26 ms for 20,000 change rows, twice per refresh that kept them,
-    against 9 ms here). Its RDD is what ``LocalTableScanExec`` parallelizes (as many slices as rows, up to the
-    default parallelism); the rows are turned unsafe by the scan of the RDD, as any ``LogicalRDD``'s."""
+    against 9 ms here). Its RDD is what ``LocalTableScanExec`` parallelizes, in a slice per ``ROWS_PER_SLICE`` rows
+    up to the default parallelism; the rows are turned unsafe by the scan of the RDD, as any ``LogicalRDD``'s."""
     jsc = session.sparkContext._jsc
     data = static(session, "scala.jdk.javaapi.CollectionConverters", "asJava")(relation.data())
-    rdd = jsc.parallelize(data, max(1, min(int(data.size()), int(jsc.defaultParallelism())))).rdd()
+    slices = -(-int(data.size()) // ROWS_PER_SLICE)
+    rdd = jsc.parallelize(data, max(1, min(slices, int(jsc.defaultParallelism())))).rdd()
     none = scala_object(session, "scala.None")
     unknown = jvm_class(session, "org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning")(0)
     stats = jvm_class(session, "scala.Some")(relation.stats())

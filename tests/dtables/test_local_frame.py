@@ -47,3 +47,6 @@ def test_many_local_rows_are_given_to_plans_as_an_rdd_of_the_same_rows_and_size(
     assert _leaf(planned) == "LogicalRDD" and planned.schema == SCHEMA
     assert _size(planned) == _size(local)  # Spark sizes it as the relation: joins still broadcast it
     assert sorted(tuple(r) for r in planned.collect()) == rows
+    assert planned.rdd.getNumPartitions() == 1  # a task per ROWS_PER_SLICE rows: Spark's own scan would make 3
+    monkeypatch.setattr(sessions, "ROWS_PER_SLICE", 2)
+    assert rows_for_plans(local, 3).rdd.getNumPartitions() == min(2, spark.sparkContext.defaultParallelism)
