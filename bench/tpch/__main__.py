@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         at = now_utc()
         # Each mode refreshes every query in a pass of its own, and what the pass kept for the batch's intervals
         # (change reads, snapshot plans, facts about versions: ``shared_reads``; decoded deletion vectors) is
-        # forgotten before the next one:
-        # every mode pays the batch's first reads, as a warehouse that holds only that mode's tables would.
+        # forgotten before the next one: every mode pays the batch's first reads, as a warehouse that holds only
+        # that mode's tables would.
         before, vectors = shared_reads.remembered(session.spark), scan.vectors_decoded()
         passes: dict[str, dict[str, dynamic.Refresh]] = {}
         for mode, table_of in (("auto", lambda q: dynamic.names(q)[0]),
