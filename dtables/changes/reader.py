@@ -55,7 +55,7 @@ from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes import change_data
-from dtables.changes.shared_reads import driver_rows_max, first_ask, plan_once
+from dtables.changes.shared_reads import driver_rows_max, first_ask, held_local, is_on_driver, plan_once
 from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
@@ -288,10 +288,28 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     only = frozenset(c.lower() for c in _columns(plan) if c.lower() in wanted)
     if not picks or kept is None or len(only) == len(_columns(plan)):
         read = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
-        return _without_unchanged(plan, read, compared)
+        return _with_held_rows(_without_unchanged(plan, read, compared), read)
     read = read_once_shared(spark, (*key, tuple(sorted(only))), bound,
                             lambda: _narrowed(_redundant_delta(spark, plan, only=only), only), hold=hold)
-    return _without_unchanged(plan, _widened(plan, read), compared)
+    return _with_held_rows(_without_unchanged(plan, _widened(plan, read), compared), read)
+
+
+# The attribute of a redundant delta whose rows the driver holds: the local relation of its read (``held_rows``).
+_HELD_READ = "_dtables_held_read"
+
+
+def _with_held_rows(delta: DataFrame, read: DataFrame) -> DataFrame:
+    if is_on_driver(read):
+        setattr(delta, _HELD_READ, held_local(read))
+    return delta
+
+
+def held_rows(delta: DataFrame) -> DataFrame | None:
+    """Where the driver holds the rows of ``redundant_delta``'s result ``delta``: a local relation of them, which
+    collecting runs no Spark job for. A superset of ``delta``'s rows (both halves of an update that agrees on the
+    compared columns are still there) with only the columns the read materialized (``kept``); None where the rows
+    are not held."""
+    return vars(delta).get(_HELD_READ)
 
 
 def change_data_on_driver(spark: Any, interval: Interval) -> ChangePlan | None:

@@ -34,7 +34,9 @@ from dtables.changes.keys import (
 )
 from dtables.changes.log import DeltaLog, FileAction
 from dtables.changes.moved import known_moved_columns
-from dtables.changes.reader import compared_columns, direct_snapshots, redundant_delta, snapshot, snapshot_ends
+from dtables.changes.reader import (
+    compared_columns, direct_snapshots, held_rows, redundant_delta, snapshot, snapshot_ends,
+)
 from dtables.changes.row_counts import commit_rows
 from dtables.changes.scan import table_schema
 from dtables.changes.shared_reads import driver_rows_max, held_once, plan_once
@@ -85,6 +87,7 @@ class IntervalSources:
         self.identities = identities or {}  # per table, its incarnation (``moved.moved_columns``), where known
         self.settings = settings or spark  # where dtables' settings are read (a refresh's clone has its own)
         self._views: dict[tuple[str, object], str] = {}
+        self._frames: dict[tuple[str, object], Any] = {}  # the DataFrame behind each view
         self._logs: dict[str, DeltaLog] = {}
         self._read: dict[str, frozenset[str]] = {}  # per table, the columns the plan reads (its change reads compare)
         self._appended_files: dict[str, tuple[FileAction, ...] | None] = {}  # per table: `_appended`
@@ -95,8 +98,10 @@ class IntervalSources:
         key = (table, kind)
         if key not in self._views:
             name = f"__dtables_src_{next(_view_names)}"
-            build().createOrReplaceTempView(name)
+            built = build()
+            built.createOrReplaceTempView(name)
             self._views[key] = name
+            self._frames[key] = built
         return quote_column(self._views[key])
 
     def snapshot(self, table: str, when: str, keys: tuple[diff.KeyFilter, ...] = ()) -> str:
@@ -276,7 +281,7 @@ class IntervalSources:
                                                      for s in sites if s.probe == site.probe)):
                 found[site.probe] = bounded
         found.update(probe_keys(self.spark, [s for s in sites if s.probe not in found], self.changes, self._bytes,
-                                min_bytes))
+                                min_bytes, self.held_changes))
         found = self._settled_where_worth_it(sites, found)
         fraction = float(self.settings.conf.get(MAX_FRACTION, str(MAX_KEPT_FRACTION)))
         return {s.probe: found[s.probe] for s in sites
@@ -341,10 +346,17 @@ class IntervalSources:
 
     def changes(self, table: str) -> str:
         """The table's redundant delta; an update of columns the plan does not read is no change to it."""
-        compared = self._compared(table)
-        kept = self._kept(table)
-        return self._view(table, ("changes", compared, kept), lambda: redundant_delta(
-            self.spark, self.intervals[table], read_once=True, compared=compared, kept=kept))
+        return self._view(*self._changes(table), lambda: redundant_delta(
+            self.spark, self.intervals[table], read_once=True, compared=self._compared(table), kept=self._kept(table)))
+
+    def _changes(self, table: str) -> tuple[str, object]:
+        return table, ("changes", self._compared(table), self._kept(table))
+
+    def held_changes(self, table: str) -> Any:
+        """A local relation of the rows of the table's change read (``changes``) where the driver holds them
+        (``reader.held_rows``: a superset of them), else None."""
+        self.changes(table)
+        return held_rows(self._frames[self._changes(table)])
 
     def _compared(self, table: str) -> frozenset[str] | None:
         """The columns whose change makes an update a change of ``table`` to this plan (None: any)."""
