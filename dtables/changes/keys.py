@@ -16,13 +16,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from pyspark.sql import functions as F
 from sqlglot import exp
 
 from differentiation import KeyFilter, KeyProbe, PruneSite
 from differentiation.sql import alias, call, col, ident
 from differentiation.vocabulary import ACTION, DELETE, INSERT
-from dtables.catalog import quote_column
 from dtables.changes.log import FileAction
 from dtables.sql.dialect import to_spark
 
@@ -157,13 +155,17 @@ def probe_query(probes: Sequence[KeyProbe], changes: Callable[[str], str]) -> ex
     return out  # type: ignore[return-value]
 
 
+# The change rows of a table the driver has without a job: (table, columns) -> rows of those columns and the action
+# (a superset of the change read's rows, see `_probed_on_driver`), or None.
+HeldKeys = Callable[[str, list[str]], "list[tuple[Any, ...]] | None"]
+
+
 def probe_keys(spark: Any, sites: Iterable[PruneSite], changes: Callable[[str], str],
                table_bytes: Callable[[str, str], int | None], min_bytes: int,
-               held: Callable[[str], Any] | None = None) -> dict[KeyProbe, KeyFilter]:
+               held: HeldKeys | None = None) -> dict[KeyProbe, KeyFilter]:
     """Read the keys of every probe whose pruned snapshot is at least `min_bytes` (`table_bytes(table, when)`;
-    unknown sizes count as large), all in one Spark job; {} when no probe is worth it. `held(table)`: a local
-    relation of the rows of the table's change read where the driver holds them (a superset of the read's, see
-    `_probed_on_driver`), else None; where every probe reads held rows only, the keys are found on the driver."""
+    unknown sizes count as large), all in one Spark job; {} when no probe is worth it. Where `held` gives every
+    change row the probes read, the keys are found on the driver instead (`_probed_on_driver`)."""
     probes: dict[KeyProbe, None] = {}
     for site in sites:
         size = table_bytes(site.table, site.when)
@@ -198,15 +200,15 @@ def _driver_text(type_: str) -> Callable[[Any], str] | None:
     return None
 
 
-def _probed_on_driver(probes: Sequence[KeyProbe], held: Callable[[str], Any]) -> list[dict[str, Any]] | None:
-    """`probe_query`'s rows computed in Python from rows the driver holds, or None where some probe reads a table
-    whose change rows it does not hold (or keys of a type left to Spark). The probe's job runs for a few thousand
-    held rows as for a scan (0.25-0.6 s of a TPC-H refresh); collecting a local relation runs none.
+def _probed_on_driver(probes: Sequence[KeyProbe], held: HeldKeys) -> list[dict[str, Any]] | None:
+    """`probe_query`'s rows computed in Python from change rows the driver has without a Spark job (`held`), or
+    None where it has not some table's (or the keys are of a type left to Spark). The probe's job runs for a few
+    thousand rows as for a scan (0.25-0.6 s of a TPC-H refresh).
 
-    The held rows may be a superset of the change read's: the two halves of an update that agrees on the columns
-    the plan compares are still there. Their key is then among the keys read (a superset of keys only reads more),
-    has both actions (so it is neither lost nor gained: fewer keys proved absent, fewer settled by the change, each
-    of which only reads more rows from the snapshot), as the probe's filters allow."""
+    The rows may be a superset of the change read's: the two halves of an update that agrees on the columns the
+    plan compares are still there. Their key is then among the keys read (a superset of keys only reads more), and
+    has both actions, so it is neither lost nor gained: fewer keys proved absent and fewer settled by the change,
+    each of which only reads more rows from the snapshot."""
     texts = [_driver_text(p.type) for p in probes]
     if any(t is None for t in texts):
         return None
@@ -216,15 +218,10 @@ def _probed_on_driver(probes: Sequence[KeyProbe], held: Callable[[str], Any]) ->
             needed.setdefault(table, set()).add(column)
     values: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
     for table, columns in needed.items():
-        local = held(table)
-        if local is None:
-            return None
-        present = {c.lower(): c for c in local.columns}
-        if ACTION.lower() not in present or any(c.lower() not in present for c in columns):
-            return None
         names = sorted(columns)
-        rows = local.select(*[F.col(quote_column(present[c.lower()])) for c in names],
-                            F.col(quote_column(present[ACTION.lower()]))).collect()
+        rows = held(table, names)
+        if rows is None:
+            return None
         for i, name in enumerate(names):
             values[(table, name)] = [(r[i], r[-1]) for r in rows]
     return [_probe_row(i, probe, values, text) for i, (probe, text) in enumerate(zip(probes, texts))

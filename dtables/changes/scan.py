@@ -241,6 +241,24 @@ def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema
                                                       T.StructField(_ROW_INDEX, T.LongType(), True)]))
 
 
+def appended_columns(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...],
+                     columns: list[str]) -> Any:
+    """The ``columns`` (table columns stored in the files: no partition column) of every row of ``files``, files an
+    interval appended whole (no deletion vector), read by pyarrow on the driver as a ``pyarrow.Table``; None where
+    that read does not apply (``picked_rows.on_driver``, a file it cannot read exactly, a row count the log does
+    not give)."""
+    by_name = {f.name.lower(): f for f in table_schema(metadata).fields}
+    partitions = {c.lower() for c in metadata.partition_columns}
+    if any(c.lower() not in by_name or c.lower() in partitions for c in columns) \
+            or any(f.num_records is None or f.has_deletion_vector for f in files):
+        return None
+    fields = [by_name[c.lower()] for c in columns]
+    if not picked_rows.on_driver(spark, location, fields, sum(f.num_records or 0 for f in files)):
+        return None
+    picked = [picked_rows.PickedFile(local_path(join(location, unquote(f.path))), f.file_name, None) for f in files]
+    return picked_rows.read(picked, fields, None, FILE, _ROW_INDEX)
+
+
 AT_START, AT_END = "__at_start", "__at_end"
 _GONE_START, _GONE_END = "__gone_at_start", "__gone_at_end"
 ENDS_MARK_SCHEMA = T.StructType([T.StructField(_MARK_FILE, T.StringType(), False),

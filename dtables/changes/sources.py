@@ -38,7 +38,7 @@ from dtables.changes.reader import (
     compared_columns, direct_snapshots, held_rows, redundant_delta, snapshot, snapshot_ends,
 )
 from dtables.changes.row_counts import commit_rows
-from dtables.changes.scan import table_schema
+from dtables.changes.scan import appended_columns, table_schema
 from dtables.changes.shared_reads import driver_rows_max, held_once, plan_once
 from dtables.changes.shapes import change_stats
 from dtables.sql.dialect import to_spark
@@ -281,7 +281,7 @@ class IntervalSources:
                                                      for s in sites if s.probe == site.probe)):
                 found[site.probe] = bounded
         found.update(probe_keys(self.spark, [s for s in sites if s.probe not in found], self.changes, self._bytes,
-                                min_bytes, self.held_changes))
+                                min_bytes, self.change_keys))
         found = self._settled_where_worth_it(sites, found)
         fraction = float(self.settings.conf.get(MAX_FRACTION, str(MAX_KEPT_FRACTION)))
         return {s.probe: found[s.probe] for s in sites
@@ -352,11 +352,26 @@ class IntervalSources:
     def _changes(self, table: str) -> tuple[str, object]:
         return table, ("changes", self._compared(table), self._kept(table))
 
-    def held_changes(self, table: str) -> Any:
-        """A local relation of the rows of the table's change read (``changes``) where the driver holds them
-        (``reader.held_rows``: a superset of them), else None."""
+    def change_keys(self, table: str, columns: list[str]) -> list[tuple[Any, ...]] | None:
+        """Rows of ``columns`` and the action of the table's change read (``changes``; a superset of its rows) where
+        the driver has them without a Spark job (``keys.HeldKeys``): the files an interval only appended, read by
+        pyarrow, or rows the driver holds (``reader.held_rows``); else None."""
+        appended = self._appended(table)
+        if appended is not None:
+            log = self._log(table)
+            read = appended_columns(self.spark, log.location, log.metadata_at(self.intervals[table].end_version),
+                                    appended, columns)
+            return None if read is None else [(*r, INSERT) for r in zip(*(read.column(c).to_pylist()
+                                                                          for c in range(len(columns))))]
         self.changes(table)
-        return held_rows(self._frames[self._changes(table)])
+        local = held_rows(self._frames[self._changes(table)])
+        if local is None:
+            return None
+        present = {c.lower(): c for c in local.columns}
+        if any(c.lower() not in present for c in (*columns, ACTION)):
+            return None
+        return [tuple(r) for r in local.select(*[quote_column(present[c.lower()]) for c in (*columns, ACTION)])
+                .collect()]
 
     def _compared(self, table: str) -> frozenset[str] | None:
         """The columns whose change makes an update a change of ``table`` to this plan (None: any)."""

@@ -372,3 +372,26 @@ def test_many_held_rows_are_given_to_plans_as_an_rdd_and_collected_from_the_loca
             assert sorted(joined.select("id", held["s"]).collect()) == expected
     finally:
         shared_reads.forget_all(spark)
+
+
+@pytest.mark.parametrize("dml", ["INSERT INTO {t} VALUES (5, 50), (NULL, 60); INSERT INTO {t} VALUES (5, 70)",
+                                 "DELETE FROM {t} WHERE k % 7 = 1 OR k IS NULL"])
+def test_change_keys_the_driver_has_are_the_change_reads(spark: Any, make_table: Any, dml: str) -> None:
+    # appended files read by pyarrow, rows a DELETE picked by vector held by the driver: the key probes' rows
+    # (``keys._probed_on_driver``) are the change read's, with no Spark job
+    from dtables.changes.sources import IntervalSources
+    from differentiation.vocabulary import ACTION
+
+    table = make_table("k BIGINT, v INT", properties="delta.enableChangeDataFeed = true, "
+                       "delta.enableRowTracking = true, delta.enableDeletionVectors = true")
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS BIGINT), CAST(id AS INT) FROM range(100)")
+    spark.sql(f"INSERT INTO {table} VALUES (NULL, 1)")
+    for statement in dml.format(t=table).split("; "):
+        spark.sql(statement)
+    interval = resolve_interval(spark, table, at=Bound.version(2))
+    sources = IntervalSources(spark, {table: interval})
+    expected = Counter(tuple(r) for r in spark.sql(f"SELECT k, {ACTION} FROM {sources.changes(table)}").collect())
+    with SparkWork(spark, "keys") as work:
+        found = sources.change_keys(table, ["k"])
+    assert found is not None and Counter(found) == expected and expected
+    assert work.cost.jobs == 0
