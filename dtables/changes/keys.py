@@ -209,8 +209,9 @@ def _probed_on_driver(probes: Sequence[KeyProbe], held: HeldKeys) -> list[dict[s
     plan compares are still there. Their key is then among the keys read (a superset of keys only reads more), and
     has both actions, so it is neither lost nor gained: fewer keys proved absent and fewer settled by the change,
     each of which only reads more rows from the snapshot."""
-    texts = [_driver_text(p.type) for p in probes]
-    if any(t is None for t in texts):
+    found = [_driver_text(p.type) for p in probes]
+    texts = [t for t in found if t is not None]
+    if len(texts) < len(found):
         return None
     needed: dict[str, set[str]] = {}
     for probe in probes:
@@ -224,8 +225,7 @@ def _probed_on_driver(probes: Sequence[KeyProbe], held: HeldKeys) -> list[dict[s
             return None
         for i, name in enumerate(names):
             values[(table, name)] = [(r[i], r[-1]) for r in rows]
-    return [_probe_row(i, probe, values, text) for i, (probe, text) in enumerate(zip(probes, texts))
-            if text is not None]
+    return [_probe_row(i, probe, values, text) for i, (probe, text) in enumerate(zip(probes, texts))]
 
 
 def _keys_of_rows(tables: Sequence[tuple[str, str]], missing: str,

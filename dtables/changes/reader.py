@@ -55,7 +55,7 @@ from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes import change_data
-from dtables.changes.shared_reads import driver_rows_max, first_ask, held_local, is_on_driver, plan_once
+from dtables.changes.shared_reads import driver_rows_max, first_ask, held_local, marked_held, plan_once
 from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
     AT_END,
@@ -299,7 +299,7 @@ _HELD_READ = "_dtables_held_read"
 
 
 def _with_held_rows(delta: DataFrame, read: DataFrame) -> DataFrame:
-    if is_on_driver(read):
+    if marked_held(read):  # every held read is marked; asking Spark of a checkpointed one would cost a planning
         setattr(delta, _HELD_READ, held_local(read))
     return delta
 

@@ -239,6 +239,12 @@ def held_rows(df: DataFrame) -> int | None:
     return int(plan.data().size()) if plan.getClass().getSimpleName() == "LocalRelation" else None
 
 
+def marked_held(df: DataFrame) -> bool:
+    """Whether ``df`` is a read ``on_driver`` held (or a kept read of one), from its mark alone: no Spark call,
+    where ``is_on_driver`` asks Spark about other DataFrames."""
+    return _marked_rows(df) is not None
+
+
 def is_on_driver(df: DataFrame) -> bool:
     """Whether ``df`` is rows held by the driver (``on_driver``): collecting it runs no Spark job."""
     return held_rows(df) is not None
