@@ -166,6 +166,23 @@ def test_key_sets_computed_from_snapshots_become_the_change_reads_keys() -> None
     assert widen_key_sets(filtered) == filtered
 
 
+def test_widened_key_sets_keep_the_filter_their_change_read_passes() -> None:
+    """A change read that every path to the key set reads through one filter gives only keys that passed it
+    (TPC-H Q20's shape: lineitem's change in 1994 only): the widened set keeps the filter, a superset still."""
+    from differentiation.plan import Filter
+    from differentiation.prune import widen_key_sets
+
+    sql = ("SELECT r.k FROM r WHERE r.k IN (SELECT s.k FROM s WHERE s.w > "
+           "(SELECT sum(t.x) FROM t WHERE t.k = s.k AND t.x < 5))")
+    plan = pushed(differentiate(build_plan(sql, SCHEMA)).plan)
+    widened = [k for k in _key_sets(widen_key_sets(plan)) if k not in _key_sets(plan)]
+    assert widened
+    for keys in widened:
+        inputs = {(i.child if isinstance(i, Filter) else i).scan.table: i for i in keys.inputs}  # type: ignore
+        assert isinstance(inputs["t"], Filter) and isinstance(inputs["t"].child, ChangeRead), inputs
+        assert "< 5" in inputs["t"].condition.expr.sql() and isinstance(inputs["s"], ChangeRead)
+
+
 def test_restrictions_of_one_snapshot_by_filtered_change_keys_become_one_read() -> None:
     """TPC-H Q13's shape, one side only inserted: s at I1 is restricted by the keys of its change (the groups the
     aggregate re-evaluates) and by those of its change passing the join's residual condition (the counts of the
