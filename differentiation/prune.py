@@ -414,6 +414,8 @@ def _as_filtered(read: Node, within: tuple[Node, ...]) -> Node:
     """`read` under the filter every place of `within` reads it through, if one: each key value from it passed
     that filter (TPC-H Q20: lineitem's change read in 1994 only, a fifth of its suppliers), so the set keeps a
     superset of the keys for fewer rows. Else `read` itself."""
+    if read in within:  # an input of its own: its keys reach the set unfiltered
+        return read
     parents = {n for root in within for n in each_once(root) if read in n.children()}
     if len(parents) == 1:
         [parent] = parents

@@ -206,3 +206,16 @@ def test_restrictions_of_one_snapshot_by_filtered_change_keys_become_one_read() 
     assert all(isinstance(i, ChangeRead) for i in unified.inputs)
     text = changes_query(d, Names()).sql(dialect="spark")
     assert text.count("`snap_s_end`") == 1 and "RAND()" in text
+
+
+def test_a_change_read_that_is_also_an_input_of_its_own_keeps_no_filter() -> None:
+    from sqlglot import exp
+
+    from differentiation.plan import Filter, Scalar, Scan
+    from differentiation.prune import _as_filtered
+    from differentiation.sql import col
+
+    read = ChangeRead(Scan("t", "t", (("k", "INT"), ("x", "INT"))))
+    filtered = Filter(read, Scalar(exp.LT(this=col("t.x"), expression=exp.Literal.number(5))))
+    assert _as_filtered(read, (filtered,)) == filtered
+    assert _as_filtered(read, (filtered, read)) == read  # its keys reach the set unfiltered too
