@@ -51,9 +51,9 @@ class MergeCompiler(AlgebraicCompiler):
         flags = [alias(call("coalesce", col(TOUCHED, "d"), exp.false()), TOUCHED)]
         carried = [alias(col(c, "o"), a) for c, a in carry]
         return (exp.select(*keys, *helpers, *flags, *carried).from_(_relation(state).as_("o", quoted=True))
-                .join(summed.subquery(ident("d")), join_type="FULL OUTER", on=exp.EQ(
+                .join(summed.subquery(ident("d"), copy=False), join_type="FULL OUTER", on=exp.EQ(
                     this=keys_struct([col(f"__key{j}", "o") for j in range(len(self.keys))]),
-                    expression=col(KEYS, "d"))))
+                    expression=col(KEYS, "d")), copy=False))
 
 
 def compile_merge(plan: Node, sources: StateSources, carry: Sequence[tuple[str, str]], *,
@@ -73,9 +73,9 @@ def compile_merge(plan: Node, sources: StateSources, carry: Sequence[tuple[str, 
     carried = [a for _, a in carry]
     kept = alias(exp.GT(this=col("__cnt", "m"), expression=number(0)), KEPT)
     outputs = exp.select(*groups.outputs("m", INSERT)[:-1], kept, *(col(c, "m") for c in [TOUCHED, *carried])).from_(
-        merged.subquery(ident("m")))
+        merged.subquery(ident("m"), copy=False))
     items = [alias(e.expr.copy(), n) for n, e in top.outputs]
     passed = [col(c, "a") for c in [ROW_ID, TOUCHED, KEPT, *carried]]
-    return compiler.query(exp.select(*items, *passed).from_(outputs.subquery(ident("a"))))
+    return compiler.query(exp.select(*items, *passed).from_(outputs.subquery(ident("a"), copy=False)))
 
 __all__ = ["KEPT", "TOUCHED", "compile_merge", "merged_aggregate"]

@@ -480,7 +480,7 @@ def _rewrite_merged(clone: Any, location: str, version: int, direct: overwrite.O
         inner.subquery("m", copy=False))
     flags = _sql(clone, _with_ctes(exp.select(
         *(value(c) for c in old.columns), *(col(c, "m") for c in ("__dt_in_old", "__dt_changed", TOUCHED, KEPT)))
-        .from_(judged.subquery("m")), ctes))
+        .from_(judged.subquery("m", copy=False)), ctes))
     was, now, left = col("__dt_in_old"), col(TOUCHED), col(KEPT)
     observation = Observation(f"dtables_rewrite_{uuid.uuid4().hex}")
     flags = flags.observe(observation, _count(exp.and_(was, now, exp.not_(left)), "deleted"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import exp, transforms
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.generators.spark import SparkGenerator
@@ -70,9 +70,22 @@ QUOTED_WORDS = frozenset("""
     serdeproperties tablesample uncache values xor""".split())
 
 
+def _any_to_exists(select: exp.Expr) -> exp.Expr:
+    """sqlglot's `any_to_exists` where the SELECT's own clauses hold an ANY. sqlglot searches the whole tree under
+    every SELECT it prints, which made printing a change plan (SELECTs nested dozens deep) quadratic; each nested
+    SELECT is rewritten when it is printed itself."""
+    own = select.walk(prune=lambda n: n is not select and isinstance(n, exp.Query))
+    return transforms.any_to_exists(select) if any(isinstance(n, exp.Any) for n in own) else select
+
+
 class DtablesGenerator(SparkGenerator):
     # dtables statements render back to their own syntax (for messages and EXPLAIN); Spark never sees them.
-    TRANSFORMS = {**SparkGenerator.TRANSFORMS, SetChangeTracking: _set_change_tracking_sql}
+    TRANSFORMS = {
+        **SparkGenerator.TRANSFORMS,
+        SetChangeTracking: _set_change_tracking_sql,
+        exp.Select: transforms.preprocess([transforms.eliminate_qualify, transforms.eliminate_distinct_on,
+                                           transforms.unnest_to_explode, _any_to_exists]),
+    }
     RESERVED_KEYWORDS = set(QUOTED_WORDS)
 
     def identifier_sql(self, expression: exp.Identifier) -> str:

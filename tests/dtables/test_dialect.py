@@ -71,3 +71,15 @@ def test_bad_dynamic_table_statements_name_the_problem(sql, message):
 ])
 def test_other_dynamic_table_statements(sql, kind):
     assert type(parse_one(sql)).__name__ == kind
+
+
+@pytest.mark.parametrize("sql, spark", [
+    ("SELECT * FROM t WHERE 5 > ANY(t.arr)", "SELECT * FROM t WHERE EXISTS(t.arr, x -> 5 > x)"),
+    # an ANY in a nested SELECT is rewritten where that SELECT is printed (each SELECT looks at its own clauses)
+    ("SELECT (SELECT 1 FROM u WHERE 3 = ANY(u.a)) AS x FROM (SELECT * FROM v WHERE 2 < ANY(v.b)) AS w",
+     "SELECT (SELECT 1 FROM u WHERE EXISTS(u.a, x -> 3 = x)) AS x FROM (SELECT * FROM v WHERE EXISTS(v.b, x -> 2 < x))"
+     " AS w"),
+    ("SELECT a FROM t WHERE a LIKE ANY ('a%', 'b%')", "SELECT a FROM t WHERE a LIKE ANY ('a%', 'b%')"),
+])
+def test_any_over_an_array_prints_as_spark_exists(sql, spark):
+    assert to_spark(parse_one(sql)) == spark
