@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.catalog import quote_column
 from dtables.changes.interval import Interval, open_log
+from dtables.changes.pairs import update_pairs
 from dtables.changes.log import Commit
 from dtables.changes import change_data
 from dtables.changes.reader import change_data_on_driver, redundant_delta
@@ -185,33 +186,21 @@ _ARROW_COMPARED = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.D
 
 def _moved_table(schema: T.StructType, table: Any) -> MovedColumns:
     """``_moved_rows`` over the rows as an Arrow table of flat columns (``_ARROW_COMPARED``): the DELETE and the
-    INSERT of each paired id side by side, each column compared at once."""
-    import pyarrow as pa  # PySpark's own dependency for its SQL module
-    import pyarrow.compute as pc
+    INSERT of each paired id side by side, each column compared at once (``pairs``)."""
+    import pyarrow.compute as pc  # PySpark's own dependency for its SQL module
 
-    fields = [f for f in schema.fields if f.name not in (ACTION, ROW_ID)]
-    ids = table.column(ROW_ID)
-    whole = ids.null_count > 0
-    table = table.filter(pc.is_valid(ids))
-    per_id = table.group_by(ROW_ID).aggregate([(ACTION, "count"), (ACTION, "min"), (ACTION, "max")])
-    paired = pc.and_(pc.equal(per_id.column(f"{ACTION}_count"), 2),
-                     pc.and_(pc.equal(per_id.column(f"{ACTION}_min"), DELETE),
-                             pc.equal(per_id.column(f"{ACTION}_max"), INSERT)))
-    if per_id.num_rows and not pc.all(paired).as_py():
-        whole = True
-    pairs = table.filter(pc.is_in(table.column(ROW_ID), value_set=per_id.filter(paired).column(ROW_ID)))
-    pairs = pairs.sort_by([(ROW_ID, "ascending"), (ACTION, "ascending")])  # DELETE (the start) before INSERT
-    starts, ends = (pa.array(range(first, pairs.num_rows, 2), pa.int64()) for first in (0, 1))
+    pairs = update_pairs(table)
     moved, always = set(), set()
-    for f in fields:
-        a, b = pc.take(pairs.column(f.name), starts), pc.take(pairs.column(f.name), ends)
-        same = pc.if_else(pc.and_(pc.is_null(a), pc.is_null(b)), True, pc.fill_null(pc.equal(a, b), False))
+    for f in schema.fields:
+        if f.name in (ACTION, ROW_ID):
+            continue
+        same = pairs.same(f.name)
         if not pc.all(same, min_count=0).as_py():
             moved.add(f.name)
         if not pc.any(same, min_count=0).as_py():  # none of no pairs: every column, as bool_and of whole rows
             always.add(f.name)
-    return MovedColumns(rows=whole, columns=frozenset(moved),
-                        always=frozenset(always) if len(ids) else frozenset())  # none of no rows, as SQL's
+    return MovedColumns(rows=pairs.whole, columns=frozenset(moved),
+                        always=frozenset(always) if table.num_rows else frozenset())  # none of no rows, as SQL's
 
 
 def _moved(delta: Any) -> MovedColumns:

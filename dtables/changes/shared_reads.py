@@ -159,12 +159,18 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
         if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):
             table = df.toArrow()
             if table.nbytes * 2 <= _local_relation_bytes(session):  # else Spark would make it an RDD, not held
-                held = _for_plans(session.createDataFrame(table, schema=df.schema), table.num_rows)
-                setattr(held, _HELD_TABLE, table)
-                return held
+                return held_arrow(session, table, df.schema)
         rows = jdf.collectAsList()
     local = session._jsparkSession.createDataFrame(rows, jdf.schema())  # type: ignore[attr-defined]
     return _for_plans(ClassicDataFrame(local, session), int(rows.size()))
+
+
+def held_arrow(session: Any, table: Any, schema: T.StructType) -> DataFrame:
+    """The rows of ``table`` (a ``pyarrow.Table`` of ``schema``'s columns, of ``_ARROW_HELD`` types) held by the
+    driver as ``on_driver`` holds them, ``held_table`` giving ``table`` back."""
+    held = _for_plans(session.createDataFrame(table, schema=schema), table.num_rows)
+    setattr(held, _HELD_TABLE, table)
+    return held
 
 
 def _for_plans(local: DataFrame, rows: int) -> DataFrame:
@@ -213,6 +219,7 @@ _HELD_ROWS = "_dtables_held_rows"
 _HELD_TABLE = "_dtables_held_table"
 _HELD_LOCAL = "_dtables_held_local"
 _held: dict[str, int] = {}  # kept view name -> rows, for the reads ``on_driver`` made
+_held_tables: dict[str, Any] = {}  # kept view name -> its rows as Arrow, where ``on_driver`` brought them so
 
 
 def _marked(df: DataFrame, rows: int | None) -> DataFrame:
@@ -294,12 +301,18 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
         return None
     try:
         kept = spark.table(f"{_global_database(spark)}.{name}")
-        rows = _held.get(name)
-        return kept if rows is None else _for_plans(kept, rows)
+        rows, table = _held.get(name), _held_tables.get(name)
+        if rows is None:
+            return kept
+        held = _for_plans(kept, rows)
+        if table is not None:
+            setattr(held, _HELD_TABLE, table)
+        return held
     except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
         with _lock:
             _kept.pop(full_key, None)
             _held.pop(name, None)
+            _held_tables.pop(name, None)
         return None
 
 
@@ -312,10 +325,13 @@ def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFram
         _kept[full_key] = name
         if rows is not None:
             _held[name] = int(rows)
+        if held_table(df) is not None:
+            _held_tables[name] = held_table(df)
         same = [k for k in _kept if k[0] == full_key[0]]  # oldest first
         evicted = [_kept.pop(k) for k in same[:max(0, len(same) - limit)]]
         for old in evicted:
             _held.pop(old, None)
+            _held_tables.pop(old, None)
     for old in evicted:  # a checkpoint's blocks go with the last reference to them
         spark.catalog.dropGlobalTempView(old)
     return df
@@ -342,6 +358,7 @@ def forget_since(spark: Any, before: frozenset[tuple[Hashable, ...]]) -> None:
         names = [_kept.pop(k) for k in [k for k in _kept if k[1] == app and k not in before]]
         for name in names:
             _held.pop(name, None)
+            _held_tables.pop(name, None)
         for k in [k for k in _values if k[1] == app and k not in before]:
             del _values[k]
     for name in names:
