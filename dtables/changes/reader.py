@@ -56,6 +56,7 @@ from dtables.changes.errors import TrackingDisabled, VersionNotFound
 from dtables.changes.interval import ENABLE_TRACKING_FIX, Interval, open_log, resolve_location
 from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes import change_data
+from dtables.changes.driver_delta import delta_on_driver
 from dtables.changes.pairs import unchanged_ids
 from dtables.changes.shared_reads import driver_rows_max, first_ask, held_arrow, held_local, held_table, marked_held
 from dtables.changes.shared_reads import plan_once
@@ -290,10 +291,12 @@ def redundant_delta(spark: Any, interval: Interval, *, read_once: bool = False,
     wanted = {c.lower() for c in kept} if kept is not None else set()
     only = frozenset(c.lower() for c in _columns(plan) if c.lower() in wanted)
     if not picks or kept is None or len(only) == len(_columns(plan)):
-        read = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold)
+        read = read_once_shared(spark, key, bound, lambda: _redundant_delta(spark, plan), hold=hold,
+                                held=lambda: _delta_on_driver(spark, plan, None))
         return _with_held_rows(_without_unchanged(plan, read, compared), read)
     read = read_once_shared(spark, (*key, tuple(sorted(only))), bound,
-                            lambda: _narrowed(_redundant_delta(spark, plan, only=only), only), hold=hold)
+                            lambda: _narrowed(_redundant_delta(spark, plan, only=only), only), hold=hold,
+                            held=lambda: _delta_on_driver(spark, plan, only))
     return _with_held_rows(_without_unchanged(plan, read, compared, lambda df: _widened(plan, df)), read)
 
 
@@ -330,6 +333,15 @@ def _change_data_on_driver(spark: Any, plan: ChangePlan, bound: int) -> bool:
 
 def _columns(plan: ChangePlan) -> list[str]:
     return [f.name for f in table_schema(plan.metadata).fields]
+
+
+def _delta_on_driver(spark: Any, plan: ChangePlan, only: frozenset[str] | None) -> DataFrame | None:
+    """``_redundant_delta``'s rows (``_narrowed`` to ``only``) read and held by the driver without Spark
+    (``driver_delta``), or None where they are not; ``spark.dtables.changes.deltaOnDriver = false`` never does."""
+    if str(spark.conf.get(DELTA_ON_DRIVER, "true")).lower() == "false" or not _by_commit(spark, plan):
+        return None
+    check_files_retained(spark, plan, commit_reads=True)
+    return delta_on_driver(spark, plan, only)
 
 
 def _narrowed(delta: DataFrame, only: frozenset[str]) -> DataFrame:
@@ -606,6 +618,8 @@ def _same_ids(a: tuple[FileAction, ...], b: tuple[FileAction, ...]) -> bool:
 
 
 CHANGE_DATA_FILES = "spark.dtables.changeDataFiles"
+# Whether a held change read is made by pyarrow on the driver where it can be (``driver_delta``), or by Spark
+DELTA_ON_DRIVER = "spark.dtables.changes.deltaOnDriver"
 
 
 def table_at(spark: Any, location: str, version: int) -> DataFrame:

@@ -237,8 +237,9 @@ def _picked_on_driver(spark: Any, location: str, metadata: TableMetadata, schema
     table = picked_rows.read(picked, fields, wanted, FILE, _ROW_INDEX)
     if table is None:
         return None
-    return spark.createDataFrame(table, T.StructType([*fields, T.StructField(FILE, T.StringType(), True),
-                                                      T.StructField(_ROW_INDEX, T.LongType(), True)]))
+    # one chunk per column: PySpark loses the rows after an empty chunk (a file that gave no row) of such a table
+    return spark.createDataFrame(table.combine_chunks(), T.StructType([
+        *fields, T.StructField(FILE, T.StringType(), True), T.StructField(_ROW_INDEX, T.LongType(), True)]))
 
 
 def appended_columns(spark: Any, location: str, metadata: TableMetadata, files: tuple[FileAction, ...],
@@ -257,6 +258,50 @@ def appended_columns(spark: Any, location: str, metadata: TableMetadata, files: 
         return None
     picked = [picked_rows.PickedFile(local_path(join(location, unquote(f.path))), f.file_name, None) for f in files]
     return picked_rows.read(picked, fields, None, FILE, _ROW_INDEX)
+
+
+def rows_on_driver(spark: Any, location: str, metadata: TableMetadata, scan: FileScan,
+                   columns: frozenset[str] | None) -> Any:
+    """The rows a direct ``scan`` reads, read by pyarrow on the driver (``picked_rows``) as a ``pyarrow.Table`` of
+    ``_read_fields``' columns (those not in ``columns``, lower case, NULL; None: every one), ``__rid`` and
+    ``__fresh`` as ``_identified`` computes them; None where that read does not apply (partition columns, a file
+    without its row count or base row id, ``picked_rows.on_driver``'s conditions, a file it cannot read exactly)."""
+    import pyarrow as pa  # PySpark's own dependency for its SQL module
+    import pyarrow.compute as pc
+
+    schema = table_schema(metadata)
+    fields = _read_fields(metadata, schema)
+    mat_rid = metadata.materialized_row_id_column
+    if not scan.direct or metadata.partition_columns or not mat_rid \
+            or any(f.num_records is None or f.base_row_id is None for f in scan.files):
+        return None
+    rows_of = _vector_rows(spark, location)
+    filters = {r.path: r for r in scan.row_filters}
+    # per file the rows a selective filter picks, or those it reads whole less what its vector marks (None: all)
+    wanted_rows = [(f, rows_of(r.only) - rows_of(r.minus) if r.selective else rows_of(r.minus))
+                   if (r := filters.get(f.path)) is not None else (f, None) for f in scan.files]
+    count = 0
+    for f, rows in wanted_rows:
+        every = f.num_records or 0
+        count += every if rows is None else len(rows) if filters[f.path].selective else every - len(rows)
+    if not picked_rows.on_driver(spark, location, fields, count):
+        return None
+    picked = [picked_rows.PickedFile(
+        local_path(join(location, unquote(f.path))), unquote(f.file_name),
+        rows if rows is None or filters[f.path].selective else FrozenBitMap64(range(f.num_records or 0)) - rows)
+        for f, rows in wanted_rows]
+    tracking = {c.lower() for c in (mat_rid, metadata.materialized_row_commit_version_column) if c}
+    wanted = None if columns is None else frozenset({c.lower() for c in columns} | tracking)
+    table = picked_rows.read(picked, fields, wanted, FILE, _ROW_INDEX)
+    if table is None:
+        return None
+    names = table.column(FILE).combine_chunks().dictionary_encode()
+    bases = {unquote(f.file_name): f.base_row_id for f in scan.files}
+    base = pa.array([bases[n] for n in names.dictionary.to_pylist()], pa.int64()).take(names.indices)
+    fresh_id = pc.add(base, table.column(_ROW_INDEX))
+    materialized = table.column(mat_rid)
+    table = table.append_column(RID, pc.coalesce(materialized, fresh_id))
+    return table.append_column(FRESH, pc.or_kleene(pc.is_null(materialized), pc.equal(materialized, fresh_id)))
 
 
 AT_START, AT_END = "__at_start", "__at_end"

@@ -68,15 +68,18 @@ def _global_database(spark: Any) -> str:
 
 
 def read_once(spark: Any, key: tuple[Hashable, ...], rows: int, build: Callable[[], DataFrame], *,
-              hold: bool = False) -> DataFrame:
+              hold: bool = False, held: Callable[[], DataFrame | None] | None = None) -> DataFrame:
     """``build()`` computed once, or the same rows computed earlier in this application under ``key``: held by the
     driver where ``hold`` (``on_driver``; the caller checks ``driver_rows_max``), otherwise in a local checkpoint.
-    ``rows`` bounds the rows the read can hold (kept for later refreshes only up to the configured maximum)."""
+    ``rows`` bounds the rows the read can hold (kept for later refreshes only up to the configured maximum).
+    ``held``: where the rows are to be held, the same rows held without Spark (``held_arrow``), or None where it
+    cannot make them (``build`` then runs)."""
     small = hold and rows <= driver_rows_max(spark)
 
     def computed() -> DataFrame:
         if small:
-            return on_driver(build())
+            made = held() if held is not None else None
+            return made if made is not None else on_driver(build())
         if is_connect(spark):  # no plan of its to size (``tiny_plans``)
             return build().localCheckpoint(eager=True)
         counted, observation = counting(build(), "dtables_read")
@@ -156,7 +159,7 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
     with in_few_tasks(session, df) if few_tasks else nullcontext():  # a few thousand rows: tasks would cost more
         # Rows the driver holds already (picked by ``picked_rows``) are collected without a job; Arrow takes one
         held_already = jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
-        if not held_already and all(_arrow_held(f.dataType) for f in df.schema.fields):
+        if not held_already and all(arrow_held(f.dataType) for f in df.schema.fields):
             table = df.toArrow()
             if table.nbytes * 2 <= _local_relation_bytes(session):  # else Spark would make it an RDD, not held
                 return held_arrow(session, table, df.schema)
@@ -167,7 +170,9 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
 
 def held_arrow(session: Any, table: Any, schema: T.StructType) -> DataFrame:
     """The rows of ``table`` (a ``pyarrow.Table`` of ``schema``'s columns, of ``_ARROW_HELD`` types) held by the
-    driver as ``on_driver`` holds them, ``held_table`` giving ``table`` back."""
+    driver as ``on_driver`` holds them, ``held_table`` giving ``table`` back. One chunk per column: PySpark 4.2's
+    conversion loses the rows after an empty chunk of a table concatenated from several."""
+    table = table.combine_chunks()
     held = _for_plans(session.createDataFrame(table, schema=schema), table.num_rows)
     setattr(held, _HELD_TABLE, table)
     return held
@@ -186,7 +191,7 @@ def _for_plans(local: DataFrame, rows: int) -> DataFrame:
 _ARROW_HELD = (T.NumericType, T.BinaryType, T.BooleanType, T.DateType)
 
 
-def _arrow_held(data_type: T.DataType) -> bool:
+def arrow_held(data_type: T.DataType) -> bool:
     if isinstance(data_type, T.StringType):
         return data_type.collation == "UTF8_BINARY"
     return isinstance(data_type, _ARROW_HELD)

@@ -200,8 +200,13 @@ def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver_from_its_second
 
 def test_a_held_read_is_computed_in_few_tasks(spark: Any, make_table: Any, run: Any, monkeypatch: Any):
     """A held read is bounded to a few thousand rows: its files and local relations are not spread over a task per
-    core (``tiny_plans.in_few_tasks``), and the session's own settings are left as they were."""
+    core (``tiny_plans.in_few_tasks``), and the session's own settings are left as they were. Spark's read (the
+    driver's own, ``driver_delta``, runs no task: ``test_driver_delta``)."""
     from contextlib import nullcontext
+
+    from dtables.changes import reader
+
+    monkeypatch.setattr(reader, "_delta_on_driver", lambda *args: None)
 
     table = make_table("k INT, v STRING", VECTORS)
     run(table, "INSERT INTO {t} SELECT CAST(id AS INT), 'a' FROM range(50)",
