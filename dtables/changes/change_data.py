@@ -40,10 +40,10 @@ def one_commit(plan: ChangePlan) -> bool:
 
 def readable(spark: Any, plan: ChangePlan, rows: int) -> bool:
     """Whether ``plan`` (of at most ``rows`` change rows) is ``one_commit`` and its files are read here."""
-    return one_commit(plan) and picked_rows.on_driver(spark, plan.interval.location, _fields(plan), rows)
+    return one_commit(plan) and picked_rows.on_driver(spark, plan.interval.location, change_data_fields(plan), rows)
 
 
-def _fields(plan: ChangePlan) -> list[T.StructField]:
+def change_data_fields(plan: ChangePlan) -> list[T.StructField]:
     """The fields of a change data file: the table's but its partition columns, the row id, the change type."""
     rid = plan.metadata.materialized_row_id_column
     partition_columns = set(plan.metadata.partition_columns)
@@ -69,7 +69,7 @@ def changed_rows(plan: ChangePlan) -> tuple[T.StructType, Any] | None:
     location = plan.interval.location
     picked = [picked_rows.PickedFile(local_path(join(location, unquote(f.path))), unquote(f.file_name), None)
               for f in files]
-    table = picked_rows.read(picked, _fields(plan), None, _FILE, _ROW_INDEX)
+    table = picked_rows.read(picked, change_data_fields(plan), None, _FILE, _ROW_INDEX)
     if table is None:
         return None
     change_type = table.column(CHANGE_TYPE)

@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.changes import picked_rows
-from dtables.changes.change_data import CHANGE_TYPES
+from dtables.changes.change_data import CHANGE_TYPES, change_data_fields
 from dtables.changes.scan import CHANGE_TYPE, FILE, FRESH, RID, rows_on_driver, table_schema
 from dtables.changes.shapes import ChangePlan
 from dtables.changes.shared_reads import arrow_held, held_arrow
@@ -111,8 +111,7 @@ def _change_data(spark: Any, plan: ChangePlan, only: frozenset[str] | None) -> A
     metadata, location = plan.metadata, plan.interval.location
     rid = metadata.materialized_row_id_column
     assert rid
-    fields = [*table_schema(metadata).fields, T.StructField(rid, T.LongType(), True),
-              T.StructField(CHANGE_TYPE, T.StringType(), True)]
+    fields = change_data_fields(plan)  # the table has no partition column here (``_delta_table``)
     files = [f for f, _ in plan.commit_reads.change_files]
     if not picked_rows.on_driver(spark, location, fields, sum(f.num_records or 0 for f in files)):
         return None
