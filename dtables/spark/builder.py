@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from dtables.errors import DtablesError
 from dtables.secrets import SPARK_REDACTION_REGEX, register, secret_values
+from dtables.spark.hadoop_sources import drop_property_sources
 from dtables.spark.jars import delta_jars, local_fs_jar
 
 DELTA_CONF = {
@@ -145,6 +146,7 @@ def build_spark(
         _require_delta(spark, remote)
     else:
         spark.sparkContext.setLogLevel("ERROR")
+        drop_property_sources(spark)
     return spark
 
 
