@@ -55,16 +55,25 @@ def delta_on_driver(spark: Any, plan: ChangePlan, only: frozenset[str] | None = 
     return held_arrow(spark, table.select(schema.fieldNames()), schema)
 
 
+def applies(plan: ChangePlan) -> bool:
+    """Whether ``plan``'s shape is one ``delta_on_driver`` reads (module docstring); a file that does not read on
+    the driver, or a change row without its id, can still make it give None."""
+    reads, metadata, interval = plan.commit_reads, plan.metadata, plan.interval
+    if reads is None or metadata.partition_columns or not metadata.materialized_row_id_column \
+            or not all(arrow_held(f.dataType) for f in table_schema(metadata).fields):
+        return False
+    # several commits: a state born inside the interval may have died inside it, which Spark matches row by row
+    return interval.end_version == interval.start_version + 1 or reads.deaths_born_by_start
+
+
 def _delta_table(spark: Any, plan: ChangePlan, only: frozenset[str] | None) -> Any:
     import pyarrow as pa  # PySpark's own dependency for its SQL module
     import pyarrow.compute as pc
 
-    reads, metadata, interval = plan.commit_reads, plan.metadata, plan.interval
-    if reads is None or metadata.partition_columns or not metadata.materialized_row_id_column \
-            or not all(arrow_held(f.dataType) for f in table_schema(metadata).fields):
+    if not applies(plan):
         return None
-    if interval.end_version != interval.start_version + 1 and not reads.deaths_born_by_start:
-        return None  # a state born inside the interval may have died inside it: Spark matches them row by row
+    reads, metadata, interval = plan.commit_reads, plan.metadata, plan.interval
+    assert reads is not None
     columns = [f.name for f in table_schema(metadata).fields]
     deaths: list[Any] = []
     births: list[Any] = []

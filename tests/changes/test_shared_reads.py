@@ -172,30 +172,35 @@ def test_a_change_read_plan_is_built_once_and_its_files_checked_at_every_read(sp
         shared_reads.forget_all(spark)
 
 
-def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver_from_its_second_reader(spark: Any, make_table: Any,
-                                                                                         run: Any):
+def test_a_read_the_log_bounds_to_few_rows_is_held_by_the_driver(spark: Any, make_table: Any, run: Any):
     """An UPDATE's change data holds a preimage and a postimage per updated row (its operation metrics count
     them): up to ``driverRowsMax`` rows the read is computed once and held by the driver, and reading it again,
-    or collecting it, runs no job. One commit's change data alone is a scan that ``moved`` reads without Spark
-    (``change_data``): the first reader scans it in its own plan, the second holds it. Above the bound it is read
-    from the change data files at each read."""
+    or collecting it, runs no job. The driver makes those rows itself (``driver_delta``), so the first reader holds
+    them; where Spark would have to (``deltaOnDriver`` off), one commit's change data alone is a scan that ``moved``
+    reads without Spark (``change_data``): the first reader scans it in its own plan, the second holds it. Above
+    the bound it is read from the change data files at each read."""
+    from dtables.changes import reader as change_reader
+
     table = make_table("k INT, v STRING", VECTORS)
     run(table, "INSERT INTO {t} SELECT CAST(id AS INT), 'a' FROM range(50)", "UPDATE {t} SET v = 'b' WHERE k < 5")
     try:
-        for limit, held in (("10", (False, True, True)), ("9", (False, False, False))):
+        for limit, on_driver_made, held in (("10", "true", (True, True, True)), ("10", "false", (False, True, True)),
+                                            ("9", "true", (False, False, False))):
             spark.conf.set(shared_reads.DRIVER_ROWS_MAX, limit)
+            spark.conf.set(change_reader.DELTA_ON_DRIVER, on_driver_made)
             for reader, on_driver in enumerate(held):
                 df, _ = _read(spark, table, 1, 2)
-                assert shared_reads.is_on_driver(df) is on_driver, (limit, reader)
+                assert shared_reads.is_on_driver(df) is on_driver, (limit, on_driver_made, reader)
                 with SparkWork(spark, "collect") as work:
                     rows = _rows(df)
-                assert (work.cost.jobs == 0) is on_driver, (limit, reader)
+                assert (work.cost.jobs == 0) is on_driver, (limit, on_driver_made, reader)
                 assert Counter(r[:3] for r in rows) == Counter(
                     {(k, "a", "DELETE"): 1 for k in range(5)} | {(k, "b", "INSERT"): 1 for k in range(5)})
                 assert len({r for _, _, _, r in rows}) == 5  # a DELETE and an INSERT per updated row, by its id
             shared_reads.forget_all(spark)
     finally:
         spark.conf.unset(shared_reads.DRIVER_ROWS_MAX)
+        spark.conf.unset(change_reader.DELTA_ON_DRIVER)
 
 
 def test_a_held_read_is_computed_in_few_tasks(spark: Any, make_table: Any, run: Any, monkeypatch: Any):

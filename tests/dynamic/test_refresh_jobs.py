@@ -35,6 +35,6 @@ def test_an_append_to_a_small_aggregate_is_one_job_and_so_is_a_one_row_update(dt
     for i in (1, 2):
         dt.sql(f"UPDATE jf SET amount = amount + 1 WHERE id = {i * 17}")
         updated = _refreshed(dt)
-    # the updated row's change data compared on the driver (``change_data``: no job), then read within the write's
-    # job (held only for a second reader of the interval)
+    # the updated row's change data compared on the driver (``change_data``: no job) and held by it (``driver_delta``:
+    # no job); the write's job reads the held rows
     assert updated.spark_jobs == 1, updated
