@@ -137,6 +137,7 @@ def test_a_change_read_pairs_no_rows_where_every_update_moved_a_compared_column(
     the compared columns; where the moved-columns job found that every updated row moved one of them, the change
     read skips it. The refresh still equals the query from scratch."""
     from dtables.changes.moved import moved_columns
+    from dtables.changes.reader import DELTA_ON_DRIVER
 
     dt.sql("CREATE TABLE a (k INT, v INT, note STRING)")
     dt.sql("INSERT INTO a VALUES (1, 2, NULL), (2, 3, NULL), (2, NULL, 'p'), (3, 1, NULL)")
@@ -151,7 +152,10 @@ def test_a_change_read_pairs_no_rows_where_every_update_moved_a_compared_column(
         moved_columns(dt.spark, Interval("default.a", d.frontier["default.a"], src.version, src.location),
                       src.identity)
         action = decide(d, sources, {"default.a": ChangeStats(inserts=True, deletes=True)}, at, ())
-        refresh_sources = RefreshSources(dt.spark.newSession(), d.frontier, sources)
+        spark = dt.spark.newSession()
+        # Spark's read, whose plan shows the pairing; the driver's own (``driver_delta``) pairs held rows in Arrow
+        spark.conf.set(DELTA_ON_DRIVER, "false")
+        refresh_sources = RefreshSources(spark, d.frontier, sources)
         refresh_sources.changes_query(action.derivative)
         [view] = [v for (_, kind), v in refresh_sources._views.items() if kind[0] == "changes"]
         plan = refresh_sources.spark.table(view)._jdf.queryExecution().optimizedPlan().toString()
