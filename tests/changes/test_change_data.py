@@ -98,3 +98,41 @@ def test_the_driver_read_follows_the_picked_rows_switch(spark: Any, make_table: 
         assert (plan is not None) is (pick == "true")
     finally:
         spark.conf.unset(picked_rows.PICK_ON_DRIVER)
+
+
+def test_the_change_read_after_moved_reads_no_file_again(spark: Any, make_table: Any, monkeypatch: Any) -> None:
+    """``moved`` reads one commit's change data whole; the refresh's change read made on the driver after it
+    (``driver_delta``) takes those rows (``change_data.files_table``) instead of reading the files again, and holds
+    what Spark's read of the interval gives. A read of some columns only is not kept for others."""
+    from collections import Counter
+
+    from differentiation.vocabulary import ChangeFormat
+    from dtables.changes import change_data, picked_rows
+    from dtables.changes.shapes import plan_changes
+
+    table = make_table("k INT, v INT, s STRING", VECTORS.format(on="true"))
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), CAST(id % 7 AS INT), 'a' FROM range(40)")
+    spark.sql(f"UPDATE {table} SET v = v + 1, s = NULL WHERE k % 4 = 1")
+    interval = resolve_interval(spark, table, at=Bound.version(1))
+    plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
+    reads: list[Any] = []
+    original = picked_rows.read
+    monkeypatch.setattr(picked_rows, "read", lambda *a: reads.append(a[2]) or original(*a))
+
+    def rows(df: Any) -> Counter[tuple[Any, ...]]:
+        return Counter(tuple(r) for r in df.collect())
+
+    narrowed = reader._delta_on_driver(spark, plan, frozenset({"v"}))
+    assert len(reads) == 1 and reads[0] is not None  # some columns
+    assert rows(narrowed) == rows(reader._narrowed(reader._redundant_delta(spark, plan, only=frozenset({"v"})),
+                                                   frozenset({"v"})))
+    moved = moved_module.moved_columns(spark, interval, f"{table}-files-table")
+    assert moved.columns == frozenset({"v", "s"}) and reads[1:] == [None]  # read whole, and kept
+    for only in (None, frozenset({"s"})):
+        held = reader._delta_on_driver(spark, plan, only)
+        in_spark = reader._redundant_delta(spark, plan, only=only)
+        if only is not None:
+            in_spark = reader._narrowed(in_spark, only)
+        assert rows(held) == rows(in_spark)
+    assert len(reads) == 2, reads  # no file read after ``moved``'s
+    assert change_data.files_table(plan) is change_data.files_table(plan, frozenset({"k"}))
