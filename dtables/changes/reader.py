@@ -648,8 +648,9 @@ def table_at(spark: Any, location: str, version: int) -> DataFrame:
     return without_marked_rows(spark, location, raw, files)
 
 
-def identified_table_at(spark: Any, location: str, version: int) -> DataFrame | None:
-    """The table's columns at ``version`` with each row's row-tracking identity (``__rid``, ``__rcv``), read from the
+def identified_table_at(spark: Any, location: str, version: int, ids: tuple[str, str] = (RID, RCV)
+                        ) -> DataFrame | None:
+    """The table's columns at ``version`` with each row's row-tracking identity (named ``ids``), read from the
     data files its checksum lists; None where that read is not exact (no checksum, row tracking off, partitions,
     column mapping, deletion vectors, files without row ids). A writer that replaces the table's files keeps these
     for the rows it copies (``dtables.dynamic.overwrite``), as Delta's UPDATE and MERGE do."""
@@ -661,9 +662,10 @@ def identified_table_at(spark: Any, location: str, version: int) -> DataFrame | 
         return None
     columns = [quote_column(f.name) for f in table_schema(meta).fields]
     if not files:
-        return spark.createDataFrame([], T.StructType([*table_schema(meta).fields, T.StructField(RID, T.LongType()),
-                                                       T.StructField(RCV, T.LongType())]))
-    return scan_files(spark, location, meta, FileScan(files, version, True)).select(*columns, RID, RCV)
+        return spark.createDataFrame([], T.StructType([*table_schema(meta).fields,
+                                                       *(T.StructField(i, T.LongType()) for i in ids)]))
+    return scan_files(spark, location, meta, FileScan(files, version, True)).select(
+        *columns, *(F.col(c).alias(i) for c, i in zip((RID, RCV), ids)))
 
 
 def change_data_files(spark: Any) -> bool:

@@ -35,7 +35,6 @@ from dtables.catalog import quote_column
 from dtables.changes.idempotent import TXN_APP_ID, TXN_VERSION, USER_METADATA, logged_commits, make_idempotent
 from dtables.changes.log import DeltaLog
 from dtables.changes.reader import identified_table_at, table_at
-from dtables.changes.scan import RCV, RID
 from dtables.changes.storage import Storage
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column
 from dtables.dynamic import layout, overwrite
@@ -520,10 +519,10 @@ def _old_rows(clone: Any, location: str, version: int, direct: overwrite.Overwri
     if direct is not None and direct.keeps_identity() and _same_rows(clone, location, version, direct.version):
         # read where the overwrite starts: commits since the refresh's own (row tracking switched on and its ids
         # backfilled, OPTIMIZE) change no row but may give the rows the ids readers know them by
-        identified = identified_table_at(clone, location, direct.version)
+        identified = identified_table_at(clone, location, direct.version, (_OLD_ID, _OLD_VERSION))
     if identified is None:
         return table_at(clone, location, version), None
-    return identified.withColumnRenamed(RID, _OLD_ID).withColumnRenamed(RCV, _OLD_VERSION), (_OLD_ID, _OLD_VERSION)
+    return identified, (_OLD_ID, _OLD_VERSION)
 
 
 def _same_rows(clone: Any, location: str, start: int, end: int) -> bool:
