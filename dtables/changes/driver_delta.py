@@ -28,13 +28,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+from sqlglot import exp
 
 from differentiation.vocabulary import ACTION, DELETE, INSERT, ROW_ID
 from dtables.changes import picked_rows
 from dtables.changes.change_data import CHANGE_TYPES, change_data_fields, files_table
+from dtables.changes.commit_sides import row_id_sql
 from dtables.changes.scan import CHANGE_TYPE, FRESH, RID, rows_on_driver, table_schema
 from dtables.changes.shapes import ChangePlan
-from dtables.changes.shared_reads import arrow_held, held_arrow
+from dtables.changes.shared_reads import Derived, arrow_held, held_arrow
+from dtables.sql.dialect import to_spark
 
 
 def delta_on_driver(spark: Any, plan: ChangePlan, only: frozenset[str] | None = None) -> DataFrame | None:
@@ -46,8 +49,12 @@ def delta_on_driver(spark: Any, plan: ChangePlan, only: frozenset[str] | None = 
         return None
     fields = [f for f in table_schema(plan.metadata).fields if only is None or f.name.lower() in only]
     schema = T.StructType([*fields, T.StructField(ACTION, T.StringType(), False),
-                           T.StructField(ROW_ID, T.StringType(), False)])
-    return held_arrow(spark, table.select(schema.fieldNames()), schema)
+                           T.StructField(RID, T.LongType(), True)])
+    # the opaque row ids from the row-tracking ids where they are read (``Derived``): an aggregate reads none
+    table_id = plan.metadata.table_id
+    row_ids = Derived(ROW_ID, RID, to_spark(row_id_sql(table_id, exp.column(RID, quoted=True))),
+                      lambda ids: _row_ids(table_id, ids))
+    return held_arrow(spark, table.select(schema.fieldNames()), schema, row_ids)
 
 
 def applies(plan: ChangePlan) -> bool:
@@ -93,7 +100,7 @@ def _delta_table(spark: Any, plan: ChangePlan, only: frozenset[str] | None) -> A
     rows = pa.concat_tables(parts) if parts else None
     if rows is None:
         return None
-    return rows.append_column(ROW_ID, _row_ids(metadata.table_id, rows.column(RID)))
+    return rows
 
 
 def _row_ids(table_id: str, rids: Any) -> Any:

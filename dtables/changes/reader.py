@@ -58,7 +58,8 @@ from dtables.changes.log import DeltaLog, FileAction, TableMetadata
 from dtables.changes import change_data
 from dtables.changes.driver_delta import applies as delta_on_driver_applies, delta_on_driver
 from dtables.changes.pairs import unchanged_ids
-from dtables.changes.shared_reads import driver_rows_max, first_ask, held_arrow, held_local, held_table, marked_held
+from dtables.changes.shared_reads import (driver_rows_max, first_ask, held_arrow, held_local, held_source,
+                                          held_table, marked_held)
 from dtables.changes.shared_reads import plan_once
 from dtables.changes.shared_reads import read_once as read_once_shared
 from dtables.changes.scan import (
@@ -309,7 +310,7 @@ _HELD_READ = "_dtables_held_read"
 
 def _with_held_rows(delta: DataFrame, read: DataFrame) -> DataFrame:
     if marked_held(read):  # every held read is marked; asking Spark of a checkpointed one would cost a planning
-        setattr(delta, _HELD_READ, held_local(read))
+        setattr(delta, _HELD_READ, read)  # its local relation made where asked for (it may cost an analysis)
     return delta
 
 
@@ -318,7 +319,8 @@ def held_rows(delta: DataFrame) -> DataFrame | None:
     collecting runs no Spark job for. A superset of ``delta``'s rows (both halves of an update that agrees on the
     compared columns are still there) with only the columns the read materialized (``kept``); None where the rows
     are not held."""
-    return vars(delta).get(_HELD_READ)
+    read = vars(delta).get(_HELD_READ)
+    return None if read is None else held_local(read)
 
 
 def change_data_on_driver(spark: Any, interval: Interval) -> ChangePlan | None:
@@ -380,13 +382,17 @@ def _without_unchanged(plan: ChangePlan, delta: DataFrame, compared: frozenset[s
     read = _compared_columns(plan, compared)
     if read is None:
         return widened(delta)
-    table = held_table(delta)
+    # row ids derived where read (``driver_delta``): the rows are paired by the ids they are derived from
+    source = held_source(delta)
+    table, schema, derived = source if source is not None else (held_table(delta), delta.schema, None)
     if table is not None:  # a narrowed read lacks some columns: NULL on both halves, so they agree
-        ids = unchanged_ids(table, [c for c in table.column_names if c.lower() in read])
+        key = DELTA_ROW_ID if derived is None else derived.source
+        ids = unchanged_ids(table.rename_columns([DELTA_ROW_ID if c == key else c for c in table.column_names]),
+                            [c for c in table.column_names if c.lower() in read])
         if len(ids) == 0:
             return widened(delta)
-        left = table.filter(pc.invert(pc.is_in(table.column(DELTA_ROW_ID), value_set=ids)))
-        return widened(held_arrow(delta.sparkSession, left, delta.schema))
+        left = table.filter(pc.invert(pc.is_in(table.column(key), value_set=ids)))
+        return widened(held_arrow(delta.sparkSession, left, schema, derived))
     delta = widened(delta)
     by_id = Window.partitionBy(F.col(DELTA_ROW_ID))
     kept = [F.col(quote_column(c)) for c in _columns(plan) if c.lower() in read]

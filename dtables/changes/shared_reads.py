@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -37,6 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from dtables.catalog import quote_column
 from dtables.spark.observations import counting, observed
 from dtables.spark.sessions import is_connect, rows_for_plans
 from dtables.spark.tiny_plans import in_few_tasks, known_rows
@@ -168,13 +170,81 @@ def on_driver(df: DataFrame, *, few_tasks: bool = True) -> DataFrame:
     return _for_plans(ClassicDataFrame(local, session), int(rows.size()))
 
 
-def held_arrow(session: Any, table: Any, schema: T.StructType) -> DataFrame:
+@dataclass(frozen=True)
+class Derived:
+    """The last column of held rows, computed where it is read rather than when they are held (``held_arrow``): by
+    Spark in the plans over them (a projection, which a plan that does not read the column prunes), by the driver
+    when their Arrow table is asked for (``held_table``). It takes the place of ``source``, a column of the held
+    rows that readers never see. A change read's opaque row ids are (``driver_delta``): an aggregate's refresh
+    reads none of them, and digesting 20,000 of them in Python and sending the texts to the JVM cost about 20 ms of
+    a 0.4 s refresh."""
+
+    name: str
+    source: str
+    sql: str  # Spark SQL of the column over ``source``
+    arrow: Callable[[Any], Any]  # the column as a pyarrow array, from ``source``'s
+
+    def over(self, df: DataFrame, names: list[str]) -> DataFrame:
+        """``df`` (of the columns ``names``) with the column in the place of ``source``."""
+        return df.selectExpr(*[quote_column(n) for n in names if n != self.source],
+                             f"{self.sql} AS {quote_column(self.name)}")
+
+    def table(self, table: Any) -> Any:
+        return table.drop_columns([self.source]).append_column(self.name, self.arrow(table.column(self.source)))
+
+
+class _Deferred:
+    """A value made when first asked for (``held_table``, ``held_local``), then kept."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make: Callable[[], Any] | None = make
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
+class _DerivedTable(_Deferred):
+    """The Arrow table of held rows with a ``Derived`` column, made when first asked for from ``raw`` (of
+    ``schema``, ``derived.source`` in the column's place)."""
+
+    def __init__(self, raw: Any, schema: T.StructType, derived: Derived):
+        super().__init__(lambda: derived.table(raw))
+        self.raw, self.schema, self.derived = raw, schema, derived
+
+
+def held_source(df: DataFrame) -> tuple[Any, T.StructType, Derived] | None:
+    """Where ``df`` holds rows with a ``Derived`` column (``held_arrow``): their Arrow table with ``source`` in its
+    place, that table's schema and the ``Derived``, for work on the rows that needs the column only as a key."""
+    table = vars(df).get(_HELD_TABLE)
+    return (table.raw, table.schema, table.derived) if isinstance(table, _DerivedTable) else None
+
+
+def held_arrow(session: Any, table: Any, schema: T.StructType, derived: Derived | None = None) -> DataFrame:
     """The rows of ``table`` (a ``pyarrow.Table`` of ``schema``'s columns, of ``_ARROW_HELD`` types) held by the
-    driver as ``on_driver`` holds them, ``held_table`` giving ``table`` back. One chunk per column: PySpark 4.2's
-    conversion loses the rows after an empty chunk of a table concatenated from several."""
+    driver as ``on_driver`` holds them, ``held_table`` giving ``table`` back; with ``derived``, its column in
+    the place of ``derived.source`` (in ``held_table``'s too). One chunk per column: PySpark 4.2's conversion loses
+    the rows after an empty chunk of a table concatenated from several."""
     table = table.combine_chunks()
-    held = _for_plans(session.createDataFrame(table, schema=schema), table.num_rows)
-    setattr(held, _HELD_TABLE, table)
+    local = session.createDataFrame(table, schema=schema)
+    given = table if derived is None else _DerivedTable(table, schema, derived)
+    return _held_frame(local, table.num_rows, given, derived)
+
+
+def _held_frame(local: DataFrame, rows: int, table: Any, derived: Derived | None) -> DataFrame:
+    """The rows of ``local`` (a local relation of ``rows`` rows) held for plans (``_for_plans``), their Arrow table
+    ``table`` (or a ``_Deferred`` one, or None), ``derived``'s column computed over them."""
+    if derived is None:
+        held = _for_plans(local, rows)
+    else:
+        names = local.schema.names
+        held = _marked(derived.over(rows_for_plans(local, rows), names), rows)
+        setattr(held, _HELD_LOCAL, _Deferred(lambda: derived.over(local, names)))
+        setattr(held, _HELD_RAW, (local, derived))
+    if table is not None:
+        setattr(held, _HELD_TABLE, table)
     return held
 
 
@@ -207,13 +277,15 @@ def _local_relation_bytes(session: Any) -> int:
 def held_local(df: DataFrame) -> DataFrame:
     """The local relation of the rows ``on_driver`` held as ``df``, which collecting runs no job for; ``df`` itself
     where it is one already (or not held at all)."""
-    return vars(df).get(_HELD_LOCAL, df)
+    local = vars(df).get(_HELD_LOCAL, df)
+    return local() if isinstance(local, _Deferred) else local
 
 
 def held_table(df: DataFrame) -> Any:
     """The Arrow table of the rows ``on_driver`` held as ``df`` (a ``pyarrow.Table``), or None where it kept them
     in the JVM only (or ``df`` is not its result)."""
-    return vars(df).get(_HELD_TABLE)
+    table = vars(df).get(_HELD_TABLE)
+    return table() if isinstance(table, _Deferred) else table
 
 
 # The attribute that marks a DataFrame ``on_driver`` made (or a kept read of one) with its row count: asking Spark
@@ -223,8 +295,11 @@ def held_table(df: DataFrame) -> Any:
 _HELD_ROWS = "_dtables_held_rows"
 _HELD_TABLE = "_dtables_held_table"
 _HELD_LOCAL = "_dtables_held_local"
+_HELD_RAW = "_dtables_held_raw"  # (local relation, ``Derived``) where a column is derived: what ``_keep`` keeps
 _held: dict[str, int] = {}  # kept view name -> rows, for the reads ``on_driver`` made
-_held_tables: dict[str, Any] = {}  # kept view name -> its rows as Arrow, where ``on_driver`` brought them so
+# kept view name -> its rows as Arrow (or a ``_Deferred`` table), where ``on_driver`` brought them so, and the column
+# derived over the view's rows (``Derived``), if any
+_held_tables: dict[str, tuple[Any, Derived | None]] = {}
 
 
 def _marked(df: DataFrame, rows: int | None) -> DataFrame:
@@ -306,13 +381,10 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
         return None
     try:
         kept = spark.table(f"{_global_database(spark)}.{name}")
-        rows, table = _held.get(name), _held_tables.get(name)
+        rows, (table, derived) = _held.get(name), _held_tables.get(name, (None, None))
         if rows is None:
             return kept
-        held = _for_plans(kept, rows)
-        if table is not None:
-            setattr(held, _HELD_TABLE, table)
-        return held
+        return _held_frame(kept, rows, table, derived)
     except AnalysisException:  # dropped behind our back (e.g. by a user): build it again
         with _lock:
             _kept.pop(full_key, None)
@@ -323,15 +395,17 @@ def _lookup(spark: Any, full_key: tuple[Hashable, ...]) -> DataFrame | None:
 
 def _keep(spark: Any, full_key: tuple[Hashable, ...], df: DataFrame) -> DataFrame:
     name = f"dtables_{full_key[0]}_{next(_names)}"
-    held_local(df).createOrReplaceGlobalTempView(name)  # held rows as a local relation (``_lookup``)
+    raw, derived = vars(df).get(_HELD_RAW, (None, None))
+    # held rows as a local relation (``_lookup``), a derived column left to be computed over it again
+    (raw if raw is not None else held_local(df)).createOrReplaceGlobalTempView(name)
     limit = {"read": MAX_KEPT, "held": MAX_HELD}.get(str(full_key[0]), MAX_PLANS)
     rows = _marked_rows(df)
     with _lock:
         _kept[full_key] = name
         if rows is not None:
             _held[name] = int(rows)
-        if held_table(df) is not None:
-            _held_tables[name] = held_table(df)
+        if vars(df).get(_HELD_TABLE) is not None or derived is not None:
+            _held_tables[name] = (vars(df).get(_HELD_TABLE), derived)
         same = [k for k in _kept if k[0] == full_key[0]]  # oldest first
         evicted = [_kept.pop(k) for k in same[:max(0, len(same) - limit)]]
         for old in evicted:

@@ -99,3 +99,34 @@ def test_a_mixed_interval_is_held_without_a_spark_job(spark: Any, make_table: An
     finally:
         spark.conf.unset(reader.DELTA_ON_DRIVER)
         shared_reads.forget_all(spark)
+
+
+def test_row_ids_are_derived_where_they_are_read(spark: Any, make_table: Any) -> None:
+    """The driver's read holds the row-tracking ids and derives the opaque row ids only where they are read
+    (``shared_reads.Derived``): a plan that does not read them computes none, one that does gets Spark's ids, as
+    does the Arrow table asked for; an UPDATE that leaves some rows' compared column as it was is paired by the ids
+    they come from, in the first read and in the read kept for later readers, leaving out what Spark's read does."""
+    table = make_table("k INT, v INT, s STRING", PROPERTIES.format(on="true"))
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), CAST(id % 7 AS INT), 'a' FROM range(30)")
+    spark.sql(f"UPDATE {table} SET v = CASE WHEN k % 2 = 0 THEN v ELSE v + 1 END, s = 'b' WHERE k % 3 = 0")
+    interval = resolve_interval(spark, table, at=Bound.version(1), end=Bound.version(2))
+    plan = plan_changes(spark, interval, ChangeFormat.DEFAULT)
+    held = reader._delta_on_driver(spark, plan, None)
+    assert held is not None and shared_reads.held_source(held) is not None
+    assert "md5" not in held.select("v", "__action")._jdf.queryExecution().optimizedPlan().toString()
+    in_spark = _rows(reader._redundant_delta(spark, plan))
+    assert _rows(held) == in_spark and sum(in_spark.values()) == 20
+    arrow = shared_reads.held_table(held)
+    assert arrow.column_names == held.columns
+    assert Counter(tuple(r.values()) for r in arrow.to_pylist()) == in_spark
+    shared_reads.forget_all(spark)
+    try:
+        first, kept = (redundant_delta(spark, interval, read_once=True, compared=frozenset({"v"})) for _ in range(2))
+        spark.conf.set(reader.DELTA_ON_DRIVER, "false")
+        shared_reads.forget_all(spark)
+        spark_read = redundant_delta(spark, interval, read_once=True, compared=frozenset({"v"}))
+        assert _rows(first) == _rows(kept) == _rows(spark_read)
+        assert sum(_rows(first).values()) == 10  # k = 3, 9, 15, 21, 27 moved v; the even ones did not
+    finally:
+        spark.conf.unset(reader.DELTA_ON_DRIVER)
+        shared_reads.forget_all(spark)
