@@ -146,6 +146,10 @@ class Commit:
 MAX_REPLAYED_COMMITS = 32
 
 
+def _commit_times(entries: list[FileEntry]) -> dict[int, int | None]:
+    return {int(m.group(1)): entry.mtime_ms for entry in entries if (m := _COMMIT_FILE.match(entry.name))}
+
+
 class DeltaLog:
     """Read-only view of one table's log. Lists the log folder once per instance; build a new one to see new commits."""
 
@@ -159,18 +163,24 @@ class DeltaLog:
 
     @cached_property
     def _entries(self) -> list[FileEntry]:
-        """The log folder, listed once (a listing is a request per page on an object store)."""
-        return self._storage.list_dir(LOG_DIR)
+        """The log folder, listed once (a listing is a request per page on an object store), without the files'
+        times where they cost a call each: only ``commit_timestamps`` reads them."""
+        return self._storage.list_dir(LOG_DIR, times=False)
 
     @cached_property
-    def _listing(self) -> dict[int, int]:
-        """Commit version -> commit file modification time (ms), for every JSON commit still in the log."""
-        versions: dict[int, int] = {}
-        for entry in self._entries:
-            m = _COMMIT_FILE.match(entry.name)
-            if m:
-                versions[int(m.group(1))] = entry.mtime_ms
-        return versions
+    def _listing(self) -> dict[int, int | None]:
+        """Commit version -> commit file modification time (ms; None where ``_entries`` has no times), for every
+        JSON commit still in the log."""
+        return _commit_times(self._entries)
+
+    @cached_property
+    def _commit_file_times(self) -> dict[int, int]:
+        """``_listing``'s versions with their commit files' times, looked up one by one where the listing has none
+        (a local folder's: its checksum and checkpoint files are not stat'ed); a commit cleaned up since the
+        listing is left out, as if it had been before it."""
+        times = {v: t if t is not None else self._storage.modified_ms(f"{LOG_DIR}/{v:020d}.json")
+                 for v, t in self._listing.items()}
+        return {v: t for v, t in times.items() if t is not None}
 
     @cached_property
     def _checkpoints(self) -> dict[int, list[str]]:
@@ -253,8 +263,7 @@ class DeltaLog:
                 uses_ict = False
         result: dict[int, int] = {}
         previous: int | None = None
-        for version in sorted(self._listing):
-            ts = self._listing[version]
+        for version, ts in sorted(self._commit_file_times.items()):
             if uses_ict:
                 ict = self.commit(version).in_commit_timestamp
                 ts = ict if ict is not None else ts
