@@ -19,6 +19,8 @@ calendar rebase, and at most ``PICKS_MAX`` rows. Anywhere else the Spark scan ru
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -142,15 +144,18 @@ def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wa
     pieces, read_bytes, records = [], 0, 0
     physical = [names[f.name.lower()] for f in decoded]
     for group in np.unique(np.searchsorted(starts, rows, side="right") - 1):  # only the groups a picked row is in
+        from_file = physical  # the columns decoded from the file, not taken from ``_decoded``
         if every:
             pieces.append(parquet.read_row_group(int(group), columns=physical))
         else:
-            pieces += _picked_batches(parquet, int(group), physical, rows[(rows >= starts[group])
-                                                                          & (rows < starts[group + 1])] - starts[group])
+            taken_rows, from_file = _picked_batches(parquet, picked.path, int(group), physical,
+                                               rows[(rows >= starts[group]) & (rows < starts[group + 1])]
+                                               - starts[group])
+            pieces += taken_rows
         meta = parquet.metadata.row_group(int(group))
         read_bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns)
-                          if meta.column(i).path_in_schema in physical)
-        records += meta.num_rows
+                          if meta.column(i).path_in_schema in from_file)
+        records += meta.num_rows if from_file else 0
     taken = pa.concat_tables(pieces) if pieces else None
     schema = _arrow_schema(fields, file_column, row_index_column)
     columns = []
@@ -168,20 +173,79 @@ def _read_open(parquet: Any, picked: PickedFile, fields: list[T.StructField], wa
 # of system time mapping per file inside a refresh (against 20-30 ms to decode); batches reuse a few MB.
 _BATCH_ROWS = 65_536
 
+# Decoded column batches of the row groups rows were picked from, kept per process by file, row group and column (a
+# data file never changes once written): scattered deletes pick a few rows out of the same large files refresh after
+# refresh, until OPTIMIZE rewrites them, and decoding their columns again each time was most of the driver's read of
+# a small mixed change (50-60 ms of a 0.4 s refresh for four 2.5M-row files, bench/README.md). Bounded by the bytes
+# the batches hold, the least recently used out first.
+DECODED_BYTES_MAX = 256 << 20
+_decoded: OrderedDict[tuple[str, int, str], list[Any]] = OrderedDict()
+_decoded_bytes = 0
+_decoded_lock = threading.Lock()
 
-def _picked_batches(parquet: Any, group: int, physical: list[str], rows: Any) -> list[Any]:
-    """The rows at ``rows`` (sorted indexes within row group ``group``) of its ``physical`` columns, as tables."""
+
+def _picked_batches(parquet: Any, path: str, group: int, physical: list[str], rows: Any
+                    ) -> tuple[list[Any], list[str]]:
+    """The rows at ``rows`` (sorted indexes within row group ``group``) of its ``physical`` columns, as tables, and
+    the columns decoded from the file for them (not kept in ``_decoded``)."""
     import pyarrow as pa
 
+    if not physical:
+        return [], []  # nothing to decode: the caller makes every column NULL
+    batches, decoded = _column_batches(parquet, path, group, physical)
     pieces, start = [], 0
-    for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=[group], columns=physical,
-                                      use_threads=False):
-        end = start + batch.num_rows
+    for i, first in enumerate(batches[physical[0]]):
+        end = start + len(first)
         lo, hi = np.searchsorted(rows, [start, end])
         if hi > lo:
-            pieces.append(pa.Table.from_batches([batch.take(pa.array(rows[lo:hi] - start))]))
+            at = pa.array(rows[lo:hi] - start)
+            pieces.append(pa.Table.from_arrays([batches[c][i].take(at) for c in physical], names=physical))
         start = end
-    return pieces
+    return pieces, decoded
+
+
+def _column_batches(parquet: Any, path: str, group: int, physical: list[str]
+                    ) -> tuple[dict[str, list[Any]], list[str]]:
+    """Per column of ``physical``, row group ``group``'s values in batches of ``_BATCH_ROWS``: those ``_decoded``
+    keeps, the others decoded (together, and named second) and kept."""
+    found: dict[str, list[Any]] = {}
+    with _decoded_lock:
+        for column in physical:
+            if (kept := _decoded.get((path, group, column))) is not None:
+                _decoded.move_to_end((path, group, column))
+                found[column] = kept
+    missing = [c for c in physical if c not in found]
+    if missing:
+        decoded: dict[str, list[Any]] = {c: [] for c in missing}
+        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=[group], columns=missing,
+                                          use_threads=False):
+            for c in missing:
+                decoded[c].append(batch.column(c))
+        found.update(decoded)
+        _keep_decoded(path, group, decoded)
+    return found, missing
+
+
+def forget_decoded() -> None:
+    """Empty ``_decoded`` (tests that count what a read decodes)."""
+    global _decoded_bytes
+    with _decoded_lock:
+        _decoded.clear()
+        _decoded_bytes = 0
+
+
+def _keep_decoded(path: str, group: int, decoded: dict[str, list[Any]]) -> None:
+    global _decoded_bytes
+    with _decoded_lock:
+        for column, arrays in decoded.items():
+            size = sum(a.nbytes for a in arrays)
+            if size > DECODED_BYTES_MAX or (path, group, column) in _decoded:
+                continue
+            _decoded[(path, group, column)] = arrays
+            _decoded_bytes += size
+        while _decoded_bytes > DECODED_BYTES_MAX and _decoded:
+            _, arrays = _decoded.popitem(last=False)
+            _decoded_bytes -= sum(a.nbytes for a in arrays)
 
 
 def _legacy_calendar(metadata: dict[bytes, bytes], fields: list[T.StructField]) -> bool:

@@ -140,6 +140,7 @@ def test_the_bytes_read_on_the_driver_count_as_the_work_s_input(spark: Any, make
     interval = resolve_interval(spark, table, at=Bound.version(latest - 1), end=Bound.version(latest))
     costs = []
     for kept in (frozenset({"k", "v"}), None):
+        picked_rows.forget_decoded()  # each read decodes its columns from the files
         with SparkWork(spark, "read") as work:
             rows = _rows(redundant_delta(spark, interval, read_once=True, kept=kept))
         shared_reads.forget_all(spark)
@@ -254,3 +255,31 @@ def test_rows_are_picked_across_row_groups_and_decoding_batches(tmp_path: Any, m
         assert table.column("k").to_pylist() == expected
         assert table.column("v").to_pylist() == [values[i] for i in expected]
         assert set(table.column("__file").to_pylist()) == {"part-0"}
+
+
+def test_a_second_pick_from_the_same_files_decodes_no_column_again(spark: Any, make_table: Any, run: Any,
+                                                                    monkeypatch: Any) -> None:
+    """Scattered deletes pick rows out of the same files refresh after refresh: their decoded columns are kept
+    (``picked_rows._decoded``), within ``DECODED_BYTES_MAX``, and the rows taken from them are Spark's."""
+    table, first = _deleted(spark, make_table, run, rows=400)
+    run(table, "DELETE FROM {t} WHERE k = 3")
+    picked_rows.forget_decoded()
+    costs = []
+    for start, end in ((first - 1, first), (first, first + 1)):
+        interval = resolve_interval(spark, table, at=Bound.version(start), end=Bound.version(end))
+        with SparkWork(spark, "read") as work:
+            rows = _rows(redundant_delta(spark, interval, read_once=True))
+        shared_reads.forget_all(spark)
+        assert len(rows) == 80 and work.cost.jobs == 0
+        assert rows == _both_ways(spark, table, start, end)[1]  # Spark's read of the same interval
+        costs.append(work.cost)
+    assert costs[0].bytes_read > 0 and costs[0].records_read == 400
+    assert costs[1].bytes_read == 0 and costs[1].records_read == 0  # every column taken from the first read's
+    kept = picked_rows._decoded_bytes
+    assert kept > 0
+    monkeypatch.setattr(picked_rows, "DECODED_BYTES_MAX", kept // 2)
+    picked_rows.forget_decoded()
+    interval = resolve_interval(spark, table, at=Bound.version(first), end=Bound.version(first + 1))
+    assert len(_rows(redundant_delta(spark, interval, read_once=True))) == 80
+    shared_reads.forget_all(spark)
+    assert 0 < picked_rows._decoded_bytes <= kept // 2  # the bound holds: some columns are not kept
