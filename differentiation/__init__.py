@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from differentiation.build import build_plan
+from differentiation.build import build_plan, prepare
 from differentiation.columns import columns_read
 from differentiation.derive import Derivative, differentiate
 from differentiation.errors import UnsupportedQuery
@@ -21,5 +21,5 @@ __all__ = [
     "RULES", "ChangeFormat", "ChangeStats", "Derivative", "HeldRead", "HeldSources", "KeyFilter", "KeyProbe",
     "KeyRead", "PruneSite", "Shape", "Snapshot",
     "Sources", "UnsupportedQuery", "build_plan", "changes_query", "columns_read", "differentiate", "explain",
-    "incremental_reason", "key_probes", "merges_state", "snapshot_query", "state_merge_query",
+    "incremental_reason", "key_probes", "merges_state", "prepare", "snapshot_query", "state_merge_query",
 ]

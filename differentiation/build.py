@@ -28,6 +28,20 @@ Schema = Mapping[str, Mapping[str, str]]
 
 def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
     """Build the plan of a SELECT over tables of `schema` ({"db.table" or "table": {column: type}})."""
+    tree = prepare(query, schema)
+    schema = _lower(schema)
+    return connect_joins(push_filters_into_joins(_Builder(schema).query(tree, {})))
+
+
+def _lower(schema: Schema) -> Schema:
+    # Spark resolves column names without regard to case, and qualify writes every name in lower case: the plan's
+    # columns are the schema's in lower case too, or a table's `Amount` would be unknown to a query of `amount`.
+    return {table: {column.lower(): kind for column, kind in columns.items()} for table, columns in schema.items()}
+
+
+def prepare(query: str | exp.Expr, schema: Schema) -> exp.Expr:
+    """The query as plans are built from it: named windows inlined, QUALIFY a WHERE, every name qualified against
+    `schema`, subquery predicates and scalar subqueries turned into joins (a tree Spark can also run)."""
     if isinstance(query, str):
         try:
             tree = sqlglot.parse_one(query, read="spark")
@@ -42,15 +56,11 @@ def build_plan(query: str | exp.Expr, schema: Schema) -> Node:
     tree = tree.transform(transforms.eliminate_window_clause, copy=False)
     tree = transforms.eliminate_qualify(tree)  # QUALIFY: a WHERE over the select with its window functions
     check_buildable(tree, query if isinstance(query, str) else None)
-    # Spark resolves column names without regard to case, and qualify writes every name in lower case: the plan's
-    # columns are the schema's in lower case too, or a table's `Amount` would be unknown to a query of `amount`.
-    schema = {table: {column.lower(): kind for column, kind in columns.items()} for table, columns in schema.items()}
     try:
-        tree = qualify(tree, schema=_nested_schema(schema), dialect="spark", validate_qualify_columns=True)
+        tree = qualify(tree, schema=_nested_schema(_lower(schema)), dialect="spark", validate_qualify_columns=True)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot resolve query against the schema: {e}", "name resolution") from e
-    tree = unnest(tree)
-    return connect_joins(push_filters_into_joins(_Builder(schema).query(tree, {})))
+    return unnest(tree)
 
 
 def _nested_schema(schema: Schema) -> dict[str, object]:
