@@ -58,13 +58,14 @@ class Refresh:
 
 
 def refresh(session: Any, name: str, data_timestamp: Any) -> Refresh:
-    """Refresh one dynamic table to `data_timestamp`; time it; its Spark jobs come from the refresh history (the
-    refresh tags its jobs with a job group of its own)."""
+    """Refresh one dynamic table to `data_timestamp` (its intermediates first, in the time); its Spark jobs come from
+    the refresh history (each refresh tags its jobs with a job group of its own)."""
     start = time.perf_counter()
     records = session.refresh([name], data_timestamp=data_timestamp)
     seconds = time.perf_counter() - start
     record = records[-1]
-    return Refresh(name, record.action, record.reason, seconds, record.spark_jobs or 0, record.rows_inserted or 0,
+    jobs = sum(r.spark_jobs or 0 for r in records)
+    return Refresh(name, record.action, record.reason, seconds, jobs, record.rows_inserted or 0,
                    record.rows_deleted or 0, record.rows_updated or 0, pruned_reads(record.pruning))
 
 

@@ -71,6 +71,13 @@ class Definition:
     frontier: dict[str, int] = field(default_factory=dict, hash=False)
     refresh_seq: int = 0
     created_at: str | None = None
+    parent: str | None = None  # an intermediate's (dynamic/intermediates.py): the table it is kept for
+    written_query: str | None = None  # the query as written, where ``query`` reads intermediates instead
+
+    @property
+    def text(self) -> str:
+        """The query as the user wrote it (stored form): what SHOW and DESCRIBE print and projects compare."""
+        return self.written_query or self.query
 
     @property
     def definition_hash(self) -> str:
@@ -124,7 +131,8 @@ def _from_row(row: Any) -> Definition:
         comment=r["comment"], initialized_hash=r["initialized_hash"],
         source_identities=json.loads(r["source_identities"] or "{}"),
         data_timestamp=from_iso(r["data_timestamp"]), data_version=r["data_version"],
-        frontier=json.loads(r["frontier"] or "{}"), refresh_seq=r["refresh_seq"], created_at=r["created_at"])
+        frontier=json.loads(r["frontier"] or "{}"), refresh_seq=r["refresh_seq"], created_at=r["created_at"],
+        parent=r["parent"], written_query=r["written_query"])
 
 
 def load(store: StateStore, name: str) -> Definition | None:
@@ -146,10 +154,17 @@ def load_all(store: StateStore) -> list[Definition]:
 def insert(store: StateStore, d: Definition) -> None:
     store.execute(
         "INSERT INTO dynamic_tables(name, query, sources, columns, target_lag, refresh_mode, refresh_mode_chosen, "
-        "refresh_mode_reason, initialize, state, comment, definition_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        "refresh_mode_reason, initialize, state, comment, definition_hash, parent, written_query) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (d.name, d.query, json.dumps(list(d.sources)), json.dumps([[c.name, c.type, c.comment] for c in d.columns]),
          d.target_lag, d.refresh_mode, d.refresh_mode_chosen, d.refresh_mode_reason, d.initialize, d.state,
-         d.comment, d.definition_hash))
+         d.comment, d.definition_hash, d.parent, d.written_query))
+
+
+def kept_for(store: StateStore, parent: str) -> list[Definition]:
+    """The intermediate dynamic tables kept for ``parent``."""
+    return [_from_row(r) for r in store.query("SELECT * FROM dynamic_tables WHERE parent = ? ORDER BY name",
+                                              (normalize(parent),))]
 
 
 def delete(store: StateStore, name: str) -> None:

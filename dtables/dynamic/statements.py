@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
@@ -15,7 +16,7 @@ from differentiation.plan import Join
 from dtables.changes.log import DeltaLog
 from dtables.catalog import STATE_PREFIX, new_table_properties, normalize, qualified, quote, quote_column
 from dtables.dynamic import definition as defs
-from dtables.dynamic import history
+from dtables.dynamic import history, intermediates
 from dtables.dynamic.definition import ROW_ID_COLUMN, Column, Definition, to_iso
 from dtables.dynamic.errors import DynamicTableError, RefreshFailed
 from dtables.dynamic.executor import dependency_dag, refresh
@@ -141,6 +142,10 @@ def explain_create(session: Warehouse, tree: CreateDynamicTable, statement: str)
     except DynamicTableError as e:
         return f"refused: {e}"
     head = f"dynamic table {name}: refresh mode {mode}: {reason}"
+    split = (intermediates.split(query, name, source_versions)
+             if mode == RefreshMode.INCREMENTAL and intermediates.enabled(session.spark) else None)
+    for child in split[1] if split is not None else []:
+        head += f"\nnested aggregate kept as intermediate dynamic table {child.name}: {to_spark(child.query)}"
     plan, _ = incremental_support(query, source_versions)
     if mode != RefreshMode.INCREMENTAL or plan is None:
         return head if plan is None else f"{head}\nplan:\n{plan.to_text()}"
@@ -149,7 +154,8 @@ def explain_create(session: Warehouse, tree: CreateDynamicTable, statement: str)
     return f"{head}\n{explain_plan(maintained, state=maintained is not plan)}"  # as its refreshes differentiate it
 
 
-def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
+def create(session: Warehouse, tree: exp.Expr, statement: str | None, parent: str | None = None) -> Any:
+    """CREATE [OR REPLACE] DYNAMIC TABLE; ``parent``: the table an intermediate is created for (intermediates.py)."""
     assert isinstance(tree, CreateDynamicTable)
     name = _name(tree.this)
     existing = session.catalog.lookup(name)
@@ -179,11 +185,16 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     comment = tree.args["comment"].name if tree.args.get("comment") else None
     d = Definition(name=name, query=query, sources=sources, columns=columns, target_lag=lag,
                    refresh_mode=tree.args["refresh_mode"].name.upper(), refresh_mode_chosen=mode,
-                   refresh_mode_reason=reason, initialize=tree.args["initialize"].name.upper(), comment=comment)
+                   refresh_mode_reason=reason, initialize=tree.args["initialize"].name.upper(), comment=comment,
+                   parent=parent)
     dependency_dag(session, d)  # raises CycleError naming the cycle (OR REPLACE can close one)
     log = log_properties(session.spark)  # a bad setting fails here, before OR REPLACE drops anything
+    split = (intermediates.split(query, name, source_versions)
+             if mode == RefreshMode.INCREMENTAL and intermediates.enabled(session.spark) else None)
     if existing is not None:
         drop_table(session, name)
+    if split is not None:
+        d = _reading_intermediates(session, d, tree, *split)
     location = session.catalog.managed_location(name)
     if fs.exists(session.spark, location):
         fs.delete(session.spark, location)  # leftovers of an interrupted CREATE or DROP
@@ -213,6 +224,38 @@ def create(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
         [(f"dynamic table {name} created, refresh mode {mode}: {reason}",)], "status string")
 
 
+def _reading_intermediates(session: Warehouse, d: Definition, tree: CreateDynamicTable, query_tree: exp.Expr,
+                           kept: list[intermediates.Intermediate]) -> Definition:
+    """``d`` reading its nested aggregates from intermediate dynamic tables, created here; ``d`` as it was when
+    the query over them could not be maintained incrementally after all (the intermediates are dropped again)."""
+    made: list[str] = []
+    try:
+        for child in kept:
+            create(session, CreateDynamicTable(
+                this=exp.to_table(child.name), query=child.query, target_lag=exp.Literal.string("DOWNSTREAM"),
+                refresh_mode=exp.var(d.refresh_mode), initialize=exp.var(Initialize.ON_SCHEDULE.value),
+                comment=exp.Literal.string(f"a nested aggregate of {d.name}, kept for it by dtables")),
+                None, parent=d.name)
+            made.append(child.name)
+        over = tree.copy()
+        over.set("query", query_tree)
+        _, query, sources, versions, _, _ = _stored_query(session, d.name, over)
+        mode, reason = choose_refresh_mode(d.name, d.refresh_mode, query, versions)
+    except DynamicTableError:
+        mode = RefreshMode.FULL
+    except BaseException:
+        for name in made:
+            drop_table(session, name)
+        raise
+    if mode != RefreshMode.INCREMENTAL:
+        for name in made:
+            drop_table(session, name)
+        return d
+    note = f"; nested aggregates kept as dynamic tables {', '.join(made)}"
+    return dataclasses.replace(d, query=query, sources=sources, written_query=d.query,
+                               refresh_mode_reason=d.refresh_mode_reason + note)
+
+
 def _created(session: Warehouse, create: str) -> bool:
     """Run a CREATE TABLE with a CLUSTER BY; False when Delta refuses the clustering column (no statistics)."""
     try:
@@ -236,6 +279,8 @@ def _column_comments(name: str, given: list[exp.Expr], names: list[str]) -> list
 
 
 def drop_table(session: Warehouse, name: str) -> None:
+    for child in defs.kept_for(session.store, name):
+        drop_table(session, child.name)
     obj = session.catalog.lookup(name)
     session.spark.sql(f"DROP TABLE IF EXISTS {quote(name)}")  # external: unregisters only
     if obj is not None:
@@ -247,10 +292,12 @@ def drop_table(session: Warehouse, name: str) -> None:
 def drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, DropDynamicTable)
     name = _name(tree.this)
-    if defs.load(session.store, name) is None:
+    found = defs.load(session.store, name)
+    if found is None:
         if tree.args.get("exists"):
             return session.spark.createDataFrame([(f"dynamic table {name} does not exist",)], "status string")
         raise DynamicTableError(f"dynamic table {name} does not exist")
+    _not_intermediate(found, "dropped")
     drop_table(session, name)
     return session.spark.createDataFrame([(f"dynamic table {name} dropped",)], "status string")
 
@@ -258,8 +305,10 @@ def drop(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
 def alter(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     assert isinstance(tree, AlterDynamicTable)
     name = _name(tree.this)
-    defs.require(session.store, name)
+    found = defs.require(session.store, name)
     action = tree.args["action"].name.upper()
+    if action != "REFRESH":
+        _not_intermediate(found, "altered")
     if action == "REFRESH":
         records = refresh(session, [name], trigger=Trigger.MANUAL)
         bad = [r for r in records if r.state != RefreshState.SUCCEEDED]
@@ -270,7 +319,8 @@ def alter(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
             f"refresh_id IN ({', '.join(repr(r.refresh_id) for r in records)})")
     if action in ("SUSPEND", "RESUME"):
         state = SchedulingState.SUSPENDED if action == "SUSPEND" else SchedulingState.ACTIVE
-        defs.set_fields(session.store, name, state=state)
+        for table in [name, *(child.name for child in _intermediates_of(session, name))]:
+            defs.set_fields(session.store, table, state=state)
         done = "suspended" if action == "SUSPEND" else "resumed"
         return session.spark.createDataFrame([(f"dynamic table {name} {done}",)], "status string")
     try:
@@ -279,6 +329,18 @@ def alter(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
         raise DynamicTableError(f"dynamic table {name}: {e}") from e
     defs.set_fields(session.store, name, target_lag=lag)
     return session.spark.createDataFrame([(f"dynamic table {name} target lag set to {lag}",)], "status string")
+
+
+def _not_intermediate(d: Definition, what: str) -> None:
+    if d.parent is not None:
+        raise DynamicTableError(f"dynamic table {d.name} is kept by dtables for {d.parent} and cannot be {what} on "
+                                f"its own; it goes with {d.parent}")
+
+
+def _intermediates_of(session: Warehouse, name: str) -> list[Definition]:
+    """``name``'s intermediates, theirs too (an intermediate may keep a nested aggregate of its own)."""
+    found = defs.kept_for(session.store, name)
+    return found + [g for child in found for g in _intermediates_of(session, child.name)]
 
 
 SHOW_COLUMNS = ("name string, target_lag string, refresh_mode string, refresh_mode_reason string, "
@@ -307,6 +369,8 @@ def show(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     like = tree.args.get("like")
     rows = []
     for d in defs.load_all(session.store):
+        if d.parent is not None and like is None:
+            continue  # an intermediate is listed only when a pattern asks for it
         if like is not None and not fnmatch.fnmatchcase(d.name.split(".")[-1].lower(),
                                                          like.name.lower().replace("%", "*").replace("_", "?")):
             continue
@@ -315,7 +379,7 @@ def show(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
         latest = final[-1] if final else None
         rows.append((d.name, d.target_lag, d.refresh_mode_chosen, d.refresh_mode_reason, d.refresh_mode,
                      d.initialize, d.state, to_iso(d.data_timestamp), latest and latest.action,
-                     latest and latest.state, latest and to_iso(latest.ended_at), d.comment, d.created_at, d.query,
+                     latest and latest.state, latest and to_iso(latest.ended_at), d.comment, d.created_at, d.text,
                      *_cost(latest)))
     return session.spark.createDataFrame(rows, SHOW_COLUMNS)
 
@@ -325,7 +389,8 @@ def describe(session: Warehouse, tree: exp.Expr, statement: str) -> Any:
     d = defs.require(session.store, _name(tree.this))
     rows: list[tuple[str, str | None, str | None, str]] = [(c.name, c.type, c.comment, "COLUMN") for c in d.columns]
     rows.append((ROW_ID_COLUMN, "string", "row identity maintained by dtables", "HIDDEN"))
-    properties = {"query": d.query, "sources": ", ".join(d.sources), "target_lag": d.target_lag,
+    properties = {"query": d.text, "maintained_query": d.query if d.written_query else None,
+                  "sources": ", ".join(d.sources), "intermediate_of": d.parent, "target_lag": d.target_lag,
                   "refresh_mode": d.refresh_mode_chosen, "refresh_mode_reason": d.refresh_mode_reason,
                   "scheduling_state": d.state, "data_timestamp": to_iso(d.data_timestamp),
                   "frontier": json.dumps(d.frontier, sort_keys=True), "comment": d.comment}

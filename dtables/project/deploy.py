@@ -66,7 +66,7 @@ def _refresh_mode(spec: DynamicTableSpec, schema: dict[str, dict[str, str]]) -> 
 
 def _what_changed(spec: DynamicTableSpec, stored: Any) -> str:
     changes = []
-    if _normalized_query(spec.query) != _reprinted(stored.query):
+    if _normalized_query(spec.query) != _reprinted(stored.text):
         changes.append("query (reinitialized)")
     if spec.target_lag.upper() != stored.target_lag.upper():
         changes.append(f"target lag {stored.target_lag} -> {spec.target_lag}")
@@ -95,7 +95,7 @@ def plan_project(session: Any, project: Project) -> tuple[PlannedChange, ...]:
                                  "" if changed else estimate_next(session, name)))
     wanted = {d.name for d in project.dynamic_tables}
     for stored in defs.load_all(session.store):
-        if stored.name not in wanted:
+        if stored.name not in wanted and stored.parent is None:  # intermediates go with their table
             out.append(PlannedChange("dynamic table", stored.name, REMOVED, reason="not in the project folder"))
     for stream in project.streams:
         exists = session.catalog.lookup(stream.name) is not None or _stream_exists(session, stream.name)

@@ -142,4 +142,9 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE refresh_history ADD COLUMN source_bytes INTEGER; -- bytes of the sources at frontier_after
     ALTER TABLE refresh_history ADD COLUMN change_bytes INTEGER; -- bytes of the data files the interval added/removed
     """,
+    # 10: intermediate dynamic tables (dtables/dynamic/intermediates.py): the table each one is kept for.
+    """
+    ALTER TABLE dynamic_tables ADD COLUMN parent TEXT;         -- NULL: a user's table; else the table it is kept for
+    ALTER TABLE dynamic_tables ADD COLUMN written_query TEXT;  -- as written, where `query` reads intermediates
+    """,
 )

@@ -37,14 +37,15 @@ def _version_at(dt: Any, source: str, at: Any) -> int:
 
 
 def oracle_rows(dt: Any, name: str) -> list[tuple]:
-    """The table's query over its sources as of its data timestamp, evaluated from scratch with time travel."""
+    """The table's query as written (not the one over intermediates that its refreshes maintain) over its sources
+    as of its data timestamp, evaluated from scratch with time travel."""
     d = defs.require(dt.store, name)
-    tree = parse_one(d.query)
+    tree = parse_one(d.text)
     for table in list(tree.find_all(exp.Table)):
         source = f"{table.db}.{table.name}".lower()
-        if source not in d.sources:
-            continue
-        obj = dt.catalog.lookup(source)
+        obj = dt.catalog.lookup(source) if table.db else None
+        if obj is None:
+            continue  # a CTE
         version = _version_at(dt, source, d.data_timestamp)
         pinned = parse_one(f"SELECT * FROM delta.`{obj['location']}` VERSION AS OF {version} AS "
                            f"{table.alias_or_name}").find(exp.Table)

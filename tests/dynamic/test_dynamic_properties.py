@@ -33,6 +33,10 @@ DAG_TABLES = {
     "n": ("SELECT k, v FROM a WHERE k NOT IN (SELECT w FROM b WHERE k = 2) "
           "AND NOT EXISTS (SELECT 1 FROM f WHERE f.k = a.k AND f.v > 1)"),
     "s": "SELECT k, v FROM b_view WHERE v >= (SELECT avg(v) FROM a WHERE a.k = b_view.k)",
+    # nested aggregates, kept as intermediate dynamic tables: one aggregated again, one joined and its MAX taken
+    "c": "SELECT n, count(*) AS c FROM (SELECT k, count(v) AS n FROM a GROUP BY k) t GROUP BY n",
+    "m": ("WITH t AS (SELECT k, sum(w) AS s FROM b GROUP BY k) "
+          "SELECT a.k, a.v, t.s FROM a JOIN t ON a.k = t.k WHERE t.s = (SELECT max(s) FROM t)"),
 }
 
 # The two ways an incremental refresh writes a change set that deletes: one overwrite of a small table's patched
@@ -85,7 +89,7 @@ def test_dag_of_dynamic_tables_matches_its_queries(connect: Any, script: list, w
 FIXED_SCRIPT = [([("insert", "a", [(1, 2), (3, None)]), ("update", "b", 2), ("delete", "a", 0)], sorted(DAG_TABLES)),
                 ([("optimize", "a", 0), ("optimize", "f", 0), ("insert", "b", [(1, None), (0, 1), (2, None)]),
                   ("update", "a", 1), ("delete", "b", 3), ("optimize", "b", 0)],
-                 ["h", "o", "g", "e", "n", "s"])]
+                 ["h", "o", "g", "e", "n", "s", "c", "m"])]
 
 
 # Both run with the heavy tests. REWRITE here takes the broadcast-probe path, where `f`'s updated rows keep their ids
