@@ -18,6 +18,7 @@ from dtables.changes.keys import MIN_BYTES as KEY_PRUNING_MIN_BYTES
 from dtables.changes.sources import SHARE_ENDS
 from dtables.dynamic import apply
 from dtables.dynamic import definition as defs
+from dtables.dynamic.intermediates import SWITCH as INTERMEDIATES
 from dtables.dynamic.optimize import optimize
 
 DAG_TABLES = {
@@ -33,7 +34,8 @@ DAG_TABLES = {
     "n": ("SELECT k, v FROM a WHERE k NOT IN (SELECT w FROM b WHERE k = 2) "
           "AND NOT EXISTS (SELECT 1 FROM f WHERE f.k = a.k AND f.v > 1)"),
     "s": "SELECT k, v FROM b_view WHERE v >= (SELECT avg(v) FROM a WHERE a.k = b_view.k)",
-    # nested aggregates, kept as intermediate dynamic tables: one aggregated again, one joined and its MAX taken
+    # nested aggregates (kept as intermediate dynamic tables when writing MERGE): one aggregated again, one joined
+    # and its MAX taken
     "c": "SELECT n, count(*) AS c FROM (SELECT k, count(v) AS n FROM a GROUP BY k) t GROUP BY n",
     "m": ("WITH t AS (SELECT k, sum(w) AS s FROM b GROUP BY k) "
           "SELECT a.k, a.v, t.s FROM a JOIN t ON a.k = t.k WHERE t.s = (SELECT max(s) FROM t)"),
@@ -110,6 +112,7 @@ def check_script(connect: Any, script: list, write: str, share_ends: bool = Fals
     session = connect(tempfile.mkdtemp(prefix="dt-prop-") + "/wh")
     if write == "MERGE":
         session.spark.conf.set(REWRITE_LIMIT, "0")
+        session.spark.conf.set(INTERMEDIATES, "true")  # `s`, `c` and `m` keep their nested aggregates apart
     if share_ends:
         session.spark.conf.set(SHARE_ENDS, "true")
     session.spark.conf.set(KEY_PRUNING_MIN_BYTES, "0")  # join terms read their snapshot side by the change's keys
@@ -121,6 +124,7 @@ def check_script(connect: Any, script: list, write: str, share_ends: bool = Fals
         session.spark.conf.unset(KEY_PRUNING_MIN_BYTES)
         session.spark.conf.unset(KEY_PRUNING_MAX_FRACTION)
         session.spark.conf.unset(SHARE_ENDS)
+        session.spark.conf.unset(INTERMEDIATES)
 
 
 def _check_script(session: Any, script: list, write: str) -> set[str]:

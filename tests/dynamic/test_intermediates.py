@@ -38,6 +38,14 @@ STEPS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def kept(dt: Any) -> Any:
+    """Intermediates on (``spark.dtables.intermediates``, off by default) for every test here."""
+    dt.spark.conf.set(SWITCH, "true")
+    yield
+    dt.spark.conf.unset(SWITCH)
+
+
 def _sources(dt: Any) -> None:
     dt.sql("CREATE TABLE c (k INT, name STRING, limit_v INT)")
     dt.sql("CREATE TABLE o (k INT, v INT)")
@@ -107,13 +115,10 @@ def test_explain_create_names_the_intermediates_it_would_keep(dt: Any) -> None:
     assert defs.load_all(dt.store) == [] and dt.catalog.lookup("default.__dtables_below_1") is None
 
 
-def test_switched_off_nested_aggregates_stay_in_the_query(dt: Any) -> None:
+def test_by_default_nested_aggregates_stay_in_the_query(dt: Any) -> None:
     _sources(dt)
-    dt.spark.conf.set(SWITCH, "false")
-    try:
-        dt.sql(f"CREATE DYNAMIC TABLE counts TARGET_LAG = '1 hour' AS {QUERIES['counts']}")
-    finally:
-        dt.spark.conf.unset(SWITCH)
+    dt.spark.conf.unset(SWITCH)
+    dt.sql(f"CREATE DYNAMIC TABLE counts TARGET_LAG = '1 hour' AS {QUERIES['counts']}")
     d = defs.require(dt.store, "counts")
     assert defs.kept_for(dt.store, "counts") == [] and d.written_query is None
     assert set(d.sources) == {"default.c", "default.o"}
