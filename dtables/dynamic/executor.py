@@ -283,11 +283,8 @@ def _refresh_once(session: Warehouse, d: Definition, at: dt.datetime, rid: str) 
     stats = _stats(session, d, sources)
     support = incremental_support(d.query, sources)  # the query's plan: built once (about 10 ms), read by both
     unread = drop_unread_updates(session.spark, d, sources, stats, support)
-    # An intermediate (intermediates.py) is written by MERGE, never rewritten whole: its parent reads its changes,
-    # and a REWRITE replaces every file (TPC-H Q17's parent then read all 200,000 groups and AUTO chose FULL).
     action = decide(d, sources, stats, at, stored_columns, target_bytes,
-                    _rewrite_max_bytes(session) if d.parent is None else 0,  # see below
-                    KeyStore(store).relied_on(list(sources)), untracked, support)
+                    _rewrite_max_bytes(session), KeyStore(store).relied_on(list(sources)), untracked, support)
     if unread:
         action = dataclasses.replace(action, reason=f"{action.reason}; {', '.join(sorted(unread))}: updated only "
                                                     "columns the query does not read")
