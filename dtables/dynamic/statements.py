@@ -167,6 +167,9 @@ def create(session: Warehouse, tree: exp.Expr, statement: str | None, parent: st
             return session.spark.createDataFrame([(f"dynamic table {name} already exists",)], "status string")
         if not tree.args.get("replace"):
             raise DynamicTableError(f"dynamic table {name} already exists; use CREATE OR REPLACE DYNAMIC TABLE")
+        replaced = defs.load(session.store, name)
+        if replaced is not None:
+            _not_intermediate(replaced, "replaced")
     try:
         lag = target_lag(tree.args["target_lag"].name)
     except SettingError as e:

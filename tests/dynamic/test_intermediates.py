@@ -90,7 +90,8 @@ def test_intermediates_go_with_their_table(dt: Any) -> None:
     assert child.name.split(".")[1] in described["maintained_query"]
     # it goes with its table, not on its own
     for statement in (f"DROP DYNAMIC TABLE {child.name}", f"ALTER DYNAMIC TABLE {child.name} SUSPEND",
-                      f"ALTER DYNAMIC TABLE {child.name} SET TARGET_LAG = '1 minute'"):
+                      f"ALTER DYNAMIC TABLE {child.name} SET TARGET_LAG = '1 minute'",
+                      f"CREATE OR REPLACE DYNAMIC TABLE {child.name} TARGET_LAG = '1 hour' AS SELECT k FROM o"):
         with pytest.raises(DynamicTableError, match="kept by dtables for default.top"):
             dt.sql(statement)
     dt.sql("ALTER DYNAMIC TABLE top SUSPEND")
