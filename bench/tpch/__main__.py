@@ -4,15 +4,19 @@ Generates TPC-H data, loads it through dtables, creates a dynamic table per quer
 Spark Declarative Pipelines project with the same queries as materialized views, then for each batch applies it,
 refreshes each mode's tables in a pass of its own (AUTO, the INCREMENTAL twins, the FULL twins, each starting from
 what the process kept before the batch), runs the pipelines, checks every dynamic table against its query
-evaluated from scratch, and reports seconds, Spark jobs, rows touched and ratios (stdout table, CSV, PNG).
+evaluated from scratch, and reports seconds, Spark jobs, rows touched and ratios (stdout table, CSV, PNG). With
+`--repeat N` the batches are applied N times and each query's median is reported; the modes' passes take turns at
+refreshing first after a batch.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dtables
@@ -44,6 +48,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         "schedule does; without it every INCREMENTAL refresh of a batch kind is its first. The JIT "
                         "keeps compiling Spark's code for about ten refreshes of a table (bench/README.md, \"Steady "
                         "state\"), so more rounds come closer to a warehouse refreshed all day")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="apply the batches N times (other rows each time) and report each query's median over the N "
+                        "(results.csv; every round in rounds.csv). A single pass per batch measures each sub-second "
+                        "refresh once, and at SF 1 two passes of the same plans differ by -30%% to +60%% per query. "
+                        "The order of the passes turns round from batch to batch and round to round, so no mode "
+                        "always refreshes first after a batch. Tables are checked after the last round's batches")
     p.add_argument("--skip-check", action="store_true", help="leave out the equality check after each batch")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "tpch-data",
                    help="where generated data is cached (one folder per scale factor)")
@@ -56,6 +66,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting for the dtables session (repeatable), e.g. to compare dtables options")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat takes a count of at least 1")
     for c in args.conf:
         if "=" not in c:
             p.error(f"--conf takes KEY=VALUE, not {c!r}")
@@ -76,6 +88,22 @@ def _check(session: object, query: workload.Query, name: str, batch: str, failur
     except AssertionError as e:
         failures.append(f"{batch} {name}: {str(e)[:500]}")
         _say(f"  EQUALITY FAILED {failures[-1]}")
+
+
+Pass = tuple[str, Callable[[workload.Query], str]]
+
+
+def _passes(incremental_twin: bool) -> list[Pass]:
+    """Each mode's pass: its name and the table it refreshes for a query."""
+    return [("auto", lambda q: dynamic.names(q)[0]),
+            *((("forced", dynamic.incremental_twin),) if incremental_twin else ()),
+            ("full", lambda q: dynamic.names(q)[1])]
+
+
+def _rotated(passes: list[Pass], turn: int) -> list[Pass]:
+    """The passes in the order of `turn`: the first goes last once per turn."""
+    k = turn % len(passes)
+    return passes[k:] + passes[:k]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[report.Row] = []
     batch_rows: dict[str, int] = {}
-    sdp_totals: dict[str, float] = {}
+    sdp_totals: dict[str, list[float]] = {}
     failures: list[str] = []
     for r in range(args.warmup):
         last = r == args.warmup - 1
@@ -130,22 +158,22 @@ def main(argv: list[str] | None = None) -> int:
                     if last and not args.skip_check:
                         _check(session, q, name, f"warm-up {batch}", failures)
             _say(f"warm-up {r + 1} {batch}: applied and refreshed in {time.perf_counter() - t:.1f} s")
-    for i, batch in enumerate(batches):
+    for r, (i, batch) in ((r, b) for r in range(args.repeat) for b in enumerate(batches)):
+        last = r == args.repeat - 1
         t = time.perf_counter()
-        changed = refresh_functions.apply(session, batch, seed=1000 + i)
+        changed = refresh_functions.apply(session, batch, seed=1000 + 100 * r + i)
         batch_rows[batch] = changed.rows
-        _say(f"\n{batch}: {changed.orders:,} orders and {changed.lineitems:,} lineitems in "
-             f"{time.perf_counter() - t:.1f} s")
+        _say(f"\n{batch}{f' (round {r + 1} of {args.repeat})' if args.repeat > 1 else ''}: {changed.orders:,} orders "
+             f"and {changed.lineitems:,} lineitems in {time.perf_counter() - t:.1f} s")
         at = now_utc()
         # Each mode refreshes every query in a pass of its own, and what the pass kept for the batch's intervals
         # (change reads, snapshot plans, facts about versions: ``shared_reads``; decoded deletion vectors) is
         # forgotten before the next one: every mode pays the batch's first reads, as a warehouse that holds only
-        # that mode's tables would.
+        # that mode's tables would. The passes take turns at going first: the first after a batch also pays what
+        # the process learns once per source version (the Delta logs' new snapshots), which no forgetting undoes.
         before, vectors = shared_reads.remembered(session.spark), scan.vectors_decoded()
         passes: dict[str, dict[str, dynamic.Refresh]] = {}
-        for mode, table_of in (("auto", lambda q: dynamic.names(q)[0]),
-                               *((("forced", dynamic.incremental_twin),) if args.incremental_twin else ()),
-                               ("full", lambda q: dynamic.names(q)[1])):
+        for mode, table_of in _rotated(_passes(args.incremental_twin), r + i):
             passes[mode] = {q.name: dynamic.refresh(session, table_of(q), at) for q in queries}
             shared_reads.forget_since(session.spark, before)
             scan.forget_vectors_since(vectors)
@@ -153,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries:
             auto, full = dynamic.names(q)
             inc, rec, forced = passes["auto"][q.name], passes["full"][q.name], passes.get("forced", {}).get(q.name)
-            if not args.skip_check:
+            if last and not args.skip_check:
                 for name in (auto, full) + ((dynamic.incremental_twin(q),) if forced else ()):
                     _check(session, q, name, batch, failures)
             size = session.table(auto).count()
@@ -165,21 +193,27 @@ def main(argv: list[str] | None = None) -> int:
         sdp = None
         if spec is not None:
             sdp = pipelines.run(spec, batch, args.driver_memory)
-            sdp_totals[batch] = sdp.seconds
+            sdp_totals.setdefault(batch, []).append(sdp.seconds)
             _say(f"  spark-pipelines run: {sdp.seconds:.1f} s, exit {sdp.returncode} {sdp.error}")
         for q, inc, rec, size, forced in done:
             rows.append(report.Row(
                 batch, q.name, modes[q.name][0], inc.action, modes[q.name][1] or inc.reason or "", inc.seconds,
                 inc.jobs, inc.rows_touched, rec.seconds, rec.jobs, rec.rows_touched,
                 sdp.flows.get(q.name) if sdp else None, size, inc.pruned,
-                forced.seconds if forced else None, forced.action if forced else None))
+                forced.seconds if forced else None, forced.action if forced else None, r + 1))
 
     title = f"TPC-H SF {args.sf:g}, {args.master}"
-    report.print_table(rows, batch_rows, sdp_totals)
-    report.print_auto(rows)
-    report.write_csv(rows, work / "results.csv")
-    report.write_png(rows, work / "results.png", title)
-    _say(f"\nCSV {work / 'results.csv'}; chart {work / 'results.png'}")
+    medians = report.medians(rows)
+    if args.repeat > 1:
+        _say(f"\nmedians over {args.repeat} rounds")
+    report.print_table(medians, batch_rows, {b: statistics.median(s) for b, s in sdp_totals.items()})
+    report.print_auto(medians, rows)
+    report.write_csv(medians, work / "results.csv")
+    report.write_png(medians, work / "results.png", title)
+    if args.repeat > 1:
+        report.write_csv(rows, work / "rounds.csv")
+    _say(f"\nCSV {work / 'results.csv'}{'' if args.repeat == 1 else ' (every round: rounds.csv)'}; "
+         f"chart {work / 'results.png'}")
     not_incremental = sorted({r.query for r in rows if r.action != "INCREMENTAL"})
     if not_incremental:
         _say(f"did not refresh INCREMENTAL: {', '.join(not_incremental)}")
