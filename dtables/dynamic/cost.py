@@ -12,7 +12,11 @@ gathers the inputs (``dtables.dynamic.measure``) and records the decision in the
 3. both estimates known: FULL when ``FULL * (1 + margin) < INCREMENTAL``, else INCREMENTAL; but while the
    INCREMENTAL estimate is borrowed from other tables (below) and at most ``explore`` times FULL's, INCREMENTAL,
    once: a borrowed median says little of this table (TPC-H Q6 at SF 10 borrowed 6.9 s against FULL's 4.7 s and
-   never refreshed incrementally, which took it 1.7-3.3 s), and one refresh measures its own;
+   never refreshed incrementally, which took it 1.7-3.3 s), and one refresh measures its own. Likewise, while
+   FULL's estimate rests only on the refresh at CREATE and is at most ``explore`` times INCREMENTAL's own, FULL,
+   once: CREATE runs the table's plans for the first time, before Spark's code for them is generated and compiled
+   (TPC-H at SF 1: 1.3 to 2.8 times the same FULL later; Q13's 2.7 s at CREATE kept it INCREMENTAL at 1.9-2.2 s
+   where a warm FULL took 1.6 s), so a table whose FULL is cheaper warm would otherwise never find out;
 4. otherwise (no incremental refresh measured in the warehouse yet, or no measured FULL): INCREMENTAL.
 
 Estimates (seconds):
@@ -88,6 +92,7 @@ class Measured:
 
     seconds: float
     bytes: int | None = None
+    at_creation: bool = False  # a FULL estimated from the refresh at CREATE alone (no later full computation)
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,11 @@ def choose(inputs: CostInputs, settings: CostSettings = CostSettings()) -> CostD
             return decision(Action.INCREMENTAL,
                             f"INCREMENTAL: est. {_seconds(inc)}{prior} against FULL {_seconds(full)}, within "
                             f"{settings.explore:g}x: refreshed incrementally once to measure its own")
+        cold = inputs.last_full is not None and inputs.last_full.at_creation
+        if cold and inputs.incrementals and full <= inc * settings.explore:
+            return decision(Action.FULL, f"FULL: est. {_seconds(full)} at CREATE against INCREMENTAL "
+                                         f"{_seconds(inc)}, within {settings.explore:g}x: refreshed in full once to "
+                                         "measure it warm")
         return decision(Action.INCREMENTAL,
                         f"INCREMENTAL: est. {_seconds(inc)}{prior} against FULL {_seconds(full)}")
     changed = f"; {top[0]:.0%} of {top[1]} changed" if top is not None else ""

@@ -27,6 +27,7 @@ from dtables.dynamic.plan import RefreshAction
 from dtables.dynamic.vocabulary import Action, Write
 from dtables.sql.dynamic_syntax import RefreshMode
 from dtables.state import StateStore
+from scheduler.vocabulary import Trigger
 
 COST_MODEL = "spark.dtables.refresh.costModel"  # false: AUTO tables refresh as their mode chosen at CREATE says
 FULL_FRACTION = "spark.dtables.refresh.costModel.fullFraction"
@@ -125,7 +126,8 @@ def past_refreshes(store: StateStore, spark: Any, name: str, location: str | Non
     A refresh's time is its cost plus whatever slowed it that time (a cold cache, code not yet compiled, a busy
     machine), never less, so the least of a few measurements is the closest to the cost: TPC-H Q15 at SF 1 took
     1.4 s at CREATE and 1.9 s in a later FULL, and FULL estimated from the last alone (1.9 s) lost to INCREMENTAL's
-    1.8 s, where FULL then ran in 1.0 to 1.3 s."""
+    1.8 s, where FULL then ran in 1.0 to 1.3 s. The FULL is marked ``at_creation`` while the refresh at CREATE is
+    the only full computation among them."""
     fulls: list[Measured] = []
     for r in history.recent(store, name, f"write_kind = '{Write.OVERWRITE}'", FULL_POINTS):
         if r.seconds is None:
@@ -133,9 +135,11 @@ def past_refreshes(store: StateStore, spark: Any, name: str, location: str | Non
         written = DeltaLog(spark, location).size_at(r.target_version) \
             if location is not None and r.target_version is not None else None
         scale = r.source_bytes + (written or 0) if r.source_bytes is not None else None
-        fulls.append(Measured(r.seconds, scale))
+        fulls.append(Measured(r.seconds, scale, at_creation=r.trigger == Trigger.CREATION))
     rated = [(m.seconds / m.bytes, m) for m in fulls if m.bytes]
     last_full = min(rated, key=lambda p: p[0])[1] if rated else (fulls[0] if fulls else None)
+    if last_full is not None and not all(m.at_creation for m in fulls):  # a later one was measured, if slower
+        last_full = dataclasses.replace(last_full, at_creation=False)
     incrementals = tuple(Measured(r.seconds, r.change_bytes) for r in history.recent(
         store, name, f"action = '{Action.INCREMENTAL}' AND change_bytes IS NOT NULL", INCREMENTAL_POINTS)
         if r.seconds is not None)

@@ -1,7 +1,7 @@
 """AUTO's cost model end to end: a batch that changes half a source refreshes FULL and says why, a small change stays
 INCREMENTAL, FULL and INCREMENTAL refreshes chosen in turn keep the table equal to its query (row ids and aggregate
-state written by the FULL are what the next INCREMENTAL continues from), and REFRESH_MODE = INCREMENTAL is never
-switched."""
+state written by the FULL are what the next INCREMENTAL continues from), a FULL measured only at CREATE is run once
+more to measure it warm, and REFRESH_MODE = INCREMENTAL is never switched."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dtables.dynamic.measure import COST_MODEL, MARGIN, MIN_SOURCE_BYTES, estimate_next
+from dtables.dynamic.measure import COST_MODEL, EXPLORE, MARGIN, MIN_SOURCE_BYTES, estimate_next
 from dtables.testing import assert_same_rows
 from oracle import oracle_rows, table_rows
 
@@ -149,6 +149,24 @@ def test_full_and_incremental_in_turn_keep_the_table_equal_to_its_query(shop: An
         records = _refresh(shop, "agg", "joined", "picked")  # equal to its query, both ways, after every refresh
         for name in ("agg", "joined", "picked"):
             assert records[name].action == expected, (name, statements, records[name].cost_reason)
+
+
+def test_a_full_measured_only_at_create_is_run_once_more_to_measure_it_warm(shop: Any, settings: Any) -> None:
+    settings(EXPLORE, "1000")  # any FULL estimate is within reach of INCREMENTAL's: the rule decides, not timings
+    settings(MARGIN, "1000")  # and the estimates themselves never choose FULL
+    _create(shop, "agg")
+    shop.sql("INSERT INTO items VALUES (70, 1, 2.0)")
+    first = _refresh(shop, "agg")["agg"]  # no incremental refresh of its own yet to weigh FULL against
+    assert first.action == "INCREMENTAL", first.cost_reason
+    shop.sql("INSERT INTO items VALUES (71, 2, 3.0), (72, NULL, NULL)")
+    second = _refresh(shop, "agg")["agg"]  # equal to its query after each refresh (_refresh)
+    assert (second.action, second.cost_choice, second.write_kind) == ("FULL", "FULL", "OVERWRITE"), second.reason
+    reason = second.cost_reason or ""
+    assert reason.startswith("FULL: est. ") and " at CREATE against INCREMENTAL " in reason, reason
+    assert reason.endswith(", within 1000x: refreshed in full once to measure it warm"), reason
+    shop.sql("DELETE FROM items WHERE k = 71")
+    third = _refresh(shop, "agg")["agg"]  # FULL measured since CREATE: once only, back to the estimates
+    assert (third.action, third.cost_choice) == ("INCREMENTAL", "INCREMENTAL"), third.cost_reason
 
 
 @pytest.mark.slow
