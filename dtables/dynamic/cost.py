@@ -16,7 +16,11 @@ gathers the inputs (``dtables.dynamic.measure``) and records the decision in the
    FULL's estimate rests only on the refresh at CREATE and is at most ``explore`` times INCREMENTAL's own, FULL,
    once: CREATE runs the table's plans for the first time, before Spark's code for them is generated and compiled
    (TPC-H at SF 1: 1.3 to 2.8 times the same FULL later; Q13's 2.7 s at CREATE kept it INCREMENTAL at 1.9-2.2 s
-   where a warm FULL took 1.6 s), so a table whose FULL is cheaper warm would otherwise never find out;
+   where a warm FULL took 1.6 s), so a table whose FULL is cheaper warm would otherwise never find out. And
+   INCREMENTAL likewise: where FULL would win against an estimate resting on a single incremental refresh of a
+   change of about this size (within ``SLOPE_SPAN``) and at most ``explore`` times FULL's, INCREMENTAL once more: a
+   FULL adds no incremental point, so one slow refresh (the first of its size, cold: TPC-H Q08's 1.96 s where its
+   twin took 0.96-1.14 s) would otherwise decide every later change of that size;
 4. otherwise (no incremental refresh measured in the warehouse yet, or no measured FULL): INCREMENTAL.
 
 Estimates (seconds):
@@ -174,6 +178,16 @@ def estimate_incremental(inputs: CostInputs) -> float | None:
     return fixed + rate * inputs.change_bytes
 
 
+def _near(points: Sequence[Measured], change_bytes: int) -> list[Measured]:
+    """The incremental refreshes whose change was within ``SLOPE_SPAN`` times ``change_bytes`` either way."""
+    def near(b: int) -> bool:
+        if not b or not change_bytes:
+            return b == change_bytes
+        return max(b, change_bytes) <= SLOPE_SPAN * min(b, change_bytes)
+
+    return [p for p in points if p.bytes is not None and near(p.bytes)]
+
+
 def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
 
@@ -207,6 +221,12 @@ def choose(inputs: CostInputs, settings: CostSettings = CostSettings()) -> CostD
         return decision(Action.FULL, f"FULL: {top[0]:.0%} of {top[1]} changed")
     if inc is not None and full is not None:
         prior = "" if inputs.incrementals else " (other tables' incremental refreshes: none of its own yet)"
+        once_at_size = len(_near(inputs.incrementals, inputs.change_bytes)) == 1 and inc <= full * settings.explore
+        if full * (1 + settings.margin) < inc and once_at_size:
+            return decision(Action.INCREMENTAL,
+                            f"INCREMENTAL: est. {_seconds(inc)} from one incremental refresh of a change this size, "
+                            f"against FULL {_seconds(full)}, within {settings.explore:g}x: refreshed incrementally "
+                            "once more to measure it again")
         if full * (1 + settings.margin) < inc and (inputs.incrementals or inc > full * settings.explore):
             return decision(Action.FULL, f"FULL: est. {_seconds(full)} against INCREMENTAL {_seconds(inc)}{prior}")
         if full * (1 + settings.margin) < inc:
