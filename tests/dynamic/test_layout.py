@@ -189,6 +189,29 @@ def test_dynamic_table_is_clustered_on_its_row_id_and_its_merge_reads_only_touch
     assert unpruned["files"] == unpruned["of"] and not unpruned["keys"]
 
 
+def test_a_table_its_refreshes_rewrite_whole_is_overwritten_without_the_row_id_layout(dt: Any) -> None:
+    # at CREATE the size is unknown: laid out by row id; once known to be under the REWRITE bound, its incremental
+    # refreshes rewrite it whole and never MERGE, so an overwrite skips the layout's sampling job and shuffle
+    dt.sql("CREATE TABLE small (id BIGINT, v INT)")
+    dt.sql("INSERT INTO small SELECT id, CAST(id % 13 AS INT) FROM range(2000)")
+    dt.spark.conf.set(ROW_ID_RANGES, "8")
+    try:
+        dt.sql("CREATE DYNAMIC TABLE s TARGET_LAG = '1 minute' REFRESH_MODE = INCREMENTAL AS "
+               "SELECT id, v FROM small WHERE v <> 5")
+        assert _detail(dt, "s")["numFiles"] == 8
+        dt.sql("ALTER TABLE small ADD COLUMN extra INT")  # the next refresh recomputes and overwrites every row
+        dt.sql("INSERT INTO small VALUES (9001, 1, 0)")
+        [record] = dt.refresh("s")
+        assert (record.state, record.action, record.write_kind) == ("SUCCEEDED", "REINITIALIZE", "OVERWRITE")
+        assert_same_rows(table_rows(dt, "s"), oracle_rows(dt, "s"))
+        assert _detail(dt, "s")["numFiles"] < 8
+        assert _detail(dt, "s")["clusteringColumns"] == [ROW_ID_COLUMN]
+        dt.sql("UPDATE small SET v = 5 WHERE id < 10")
+        assert _incremental(dt, "s").write_kind == "REWRITE"
+    finally:
+        dt.spark.conf.unset(ROW_ID_RANGES)
+
+
 @pytest.mark.slow
 def test_overwrites_keep_the_clustering(wide: Any) -> None:
     dt = wide
