@@ -38,7 +38,7 @@ from dtables.dynamic.apply import CommitMetadata, committed_refresh, configure_i
 from dtables.dynamic.definition import Column, Definition, now_utc, to_iso
 from dtables.dynamic.errors import DynamicTableError
 from dtables.dynamic.frontier import SourceVersion, read_window, resolve_source
-from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide, incremental_support
+from dtables.dynamic.plan import REWRITE_MAX_BYTES, RefreshAction, decide, incremental_support, rewritten_whole
 from dtables.dynamic.readers import source_readers
 from dtables.dynamic.tracking import ensure_tracked
 from dtables.dynamic.unread import drop_unread_updates
@@ -328,10 +328,10 @@ def _apply(session: Warehouse, clone: Any, d: Definition, action: RefreshAction,
     history.update(store, rid, sequence=seq)
     location = _location(session, name)
     _fault("before_write")
-    # Laid out by row id for the MERGEs of later refreshes; a table they rewrite whole instead (its size at the last
-    # refresh is under the REWRITE bound) would only pay for it: a sampling job and a shuffle per overwrite (TPC-H
-    # Q20 at SF 1: an AUTO table's FULL ran 11 jobs where the FULL twin's ran 6)
-    merged_later = target_bytes is None or target_bytes > _rewrite_max_bytes(session)
+    # Laid out by row id for the MERGEs of later refreshes; a table they rewrite whole instead would only pay for it:
+    # a sampling job and a shuffle per overwrite (TPC-H SF 1: AUTO's FULL of Q20 ran 11 jobs, 9 without, as its FULL
+    # twin; bench/README.md, session 72)
+    merged_later = not rewritten_whole(target_bytes, _rewrite_max_bytes(session))
     counts = write(clone, location, action, refresh_sources, d.query, columns, state_version=d.data_version,
                    by_row_id=d.refresh_mode_chosen != RefreshMode.FULL and merged_later, name=name,
                    state_bytes=target_bytes)

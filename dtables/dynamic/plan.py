@@ -168,13 +168,19 @@ def decide(definition: Definition, sources: Mapping[str, SourceVersion], stats: 
                                 minimal=False)  # written by row id: consolidation only where needed
     if derivative.shape == Shape.ADDED_ONLY and not has_state:
         write = Write.APPEND
-    elif target_bytes is not None and target_bytes <= rewrite_max_bytes:
+    elif rewritten_whole(target_bytes, rewrite_max_bytes):
         write = Write.REWRITE
     else:
         write = Write.MERGE
     how = "; aggregate groups updated from their stored state" if has_state else ""
     return action(Action.INCREMENTAL, f"changed: {what}{how}", write, shape=derivative.shape, plan=full_plan,
                   derivative=derivative)
+
+
+def rewritten_whole(target_bytes: int | None, rewrite_max_bytes: int) -> bool:
+    """Whether a table of ``target_bytes`` (None: unknown) is rewritten whole by its incremental refreshes (REWRITE),
+    not MERGEd into."""
+    return target_bytes is not None and target_bytes <= rewrite_max_bytes
 
 
 def state_columns(maintained: Node | None, plan: Node | None) -> tuple[str, ...]:
